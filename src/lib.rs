@@ -1,0 +1,4 @@
+//! stackhook: a Cluster API Runtime Extension server with OpenStack infrastructure
+//! controllers in the same process.
+
+pub mod sdk;
