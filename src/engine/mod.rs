@@ -1,0 +1,79 @@
+//! The patch engine: GeneratePatches, DiscoverVariables and ValidateTopology.
+//!
+//! The server only knows the [`PatchEngine`] trait; what a patch is lives behind it.
+
+use crate::sdk::topology::{
+    DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
+    GeneratePatchesResponse, ValidateTopologyRequest,
+};
+use crate::sdk::{response_kind, CapiVersion, CommonResponse, Hook, ResponseStatus, API_VERSION};
+
+/// The topology-mutation handlers one engine serves, by handler name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineHandlers {
+    pub generate_patches: Vec<String>,
+    pub discover_variables: Vec<String>,
+    pub validate_topology: Vec<String>,
+}
+
+/// Answers the topology-mutation hooks. Implementations are pure CPU work, so the calls
+/// are synchronous; the server never inspects what they return beyond `status`.
+pub trait PatchEngine: Send + Sync + 'static {
+    fn handlers(&self) -> EngineHandlers;
+    fn generate_patches(
+        &self,
+        handler: &str,
+        req: &GeneratePatchesRequest,
+    ) -> GeneratePatchesResponse;
+    fn discover_variables(
+        &self,
+        handler: &str,
+        req: &DiscoverVariablesRequest,
+        capi: CapiVersion,
+    ) -> DiscoverVariablesResponse;
+    fn validate_topology(&self, handler: &str, req: &ValidateTopologyRequest) -> CommonResponse;
+}
+
+/// An engine with no packs: nothing to patch, no variables, every topology valid.
+/// That is a complete, correct answer for a ClusterClass that references no pack.
+#[derive(Debug, Default, Clone)]
+pub struct EmptyEngine;
+
+impl PatchEngine for EmptyEngine {
+    fn handlers(&self) -> EngineHandlers {
+        EngineHandlers {
+            generate_patches: vec![Hook::GeneratePatches.default_handler_name()],
+            discover_variables: vec![Hook::DiscoverVariables.default_handler_name()],
+            validate_topology: vec![Hook::ValidateTopology.default_handler_name()],
+        }
+    }
+
+    fn generate_patches(&self, _: &str, _: &GeneratePatchesRequest) -> GeneratePatchesResponse {
+        GeneratePatchesResponse {
+            api_version: API_VERSION.to_string(),
+            kind: response_kind(Hook::GeneratePatches),
+            status: ResponseStatus::Success,
+            message: String::new(),
+            items: vec![],
+        }
+    }
+
+    fn discover_variables(
+        &self,
+        _: &str,
+        _: &DiscoverVariablesRequest,
+        _: CapiVersion,
+    ) -> DiscoverVariablesResponse {
+        DiscoverVariablesResponse {
+            api_version: API_VERSION.to_string(),
+            kind: response_kind(Hook::DiscoverVariables),
+            status: ResponseStatus::Success,
+            message: String::new(),
+            variables: vec![],
+        }
+    }
+
+    fn validate_topology(&self, _: &str, _: &ValidateTopologyRequest) -> CommonResponse {
+        CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Success, "")
+    }
+}

@@ -1,0 +1,89 @@
+//! Types shared by every hook: status, common responses, variables, patches.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// `status` must be exactly one of these two strings; CAPI compares case-sensitively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResponseStatus {
+    Success,
+    Failure,
+}
+
+/// ExtensionConfig (and ClusterClass patch) settings, passed to every hook but Discovery.
+pub type Settings = BTreeMap<String, String>;
+
+/// `CommonResponse`: the answer of non-retry hooks (AfterControlPlaneInitialized,
+/// ValidateTopology, AfterClusterUpgrade before v1.12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommonResponse {
+    pub api_version: String,
+    pub kind: String,
+    pub status: ResponseStatus,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// `CommonRetryResponse`: blocking hooks. `retryAfterSeconds` is required on the wire
+/// and is always written, zero included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryResponse {
+    pub api_version: String,
+    pub kind: String,
+    pub status: ResponseStatus,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    pub retry_after_seconds: i32,
+}
+
+/// A variable as hooks carry it: only `name` and `value` (no `definitionFrom`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variable {
+    pub name: String,
+    pub value: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PatchType {
+    JSONPatch,
+    JSONMergePatch,
+}
+
+/// Patch bytes travel as standard, padded base64 (Go `[]byte`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Base64Bytes(pub Vec<u8>);
+
+impl Serialize for Base64Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Base64Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s.as_bytes())
+            .map(Base64Bytes)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A patch in the in-place update hooks' responses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Patch {
+    pub patch_type: PatchType,
+    pub patch: Base64Bytes,
+}
+
+/// `{"version": "v1.32.3"}`: one step of a chained upgrade.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpgradeStep {
+    pub version: String,
+}

@@ -1,0 +1,138 @@
+//! Topology mutation hooks: GeneratePatches, ValidateTopology, DiscoverVariables.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::common::{Base64Bytes, PatchType, ResponseStatus, Settings, Variable};
+
+/// Where a template sits in the topology; the engine's selectors read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HolderReference {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub field_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratePatchesRequestItem {
+    pub uid: String,
+    pub holder_reference: HolderReference,
+    pub object: Value,
+    #[serde(default)]
+    pub variables: Vec<Variable>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratePatchesRequest {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: Settings,
+    #[serde(default)]
+    pub variables: Vec<Variable>,
+    pub items: Vec<GeneratePatchesRequestItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratePatchesResponseItem {
+    pub uid: String,
+    pub patch_type: PatchType,
+    pub patch: Base64Bytes,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratePatchesResponse {
+    pub api_version: String,
+    pub kind: String,
+    pub status: ResponseStatus,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<GeneratePatchesResponseItem>,
+}
+
+/// ValidateTopology items carry no `uid`: the objects are already fully patched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidateTopologyRequestItem {
+    pub holder_reference: HolderReference,
+    pub object: Value,
+    #[serde(default)]
+    pub variables: Vec<Variable>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidateTopologyRequest {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: Settings,
+    #[serde(default)]
+    pub variables: Vec<Variable>,
+    pub items: Vec<ValidateTopologyRequestItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoverVariablesRequest {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: Settings,
+}
+
+/// Labels and annotations of a variable, for UIs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct VariableMetadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl VariableMetadata {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariableSchema {
+    #[serde(rename = "openAPIV3Schema")]
+    pub open_api_v3_schema: Value,
+}
+
+/// `ClusterClassVariable` as DiscoverVariables returns it. The element changed in CAPI
+/// 1.13 (`metadata` → `deprecatedV1Beta1Metadata`); both keys exist here and the
+/// producer fills the one the target version reads. `required` is always written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterClassVariable {
+    pub name: String,
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "VariableMetadata::is_empty")]
+    pub metadata: VariableMetadata,
+    #[serde(
+        default,
+        rename = "deprecatedV1Beta1Metadata",
+        skip_serializing_if = "VariableMetadata::is_empty"
+    )]
+    pub deprecated_v1beta1_metadata: VariableMetadata,
+    pub schema: VariableSchema,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoverVariablesResponse {
+    pub api_version: String,
+    pub kind: String,
+    pub status: ResponseStatus,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default)]
+    pub variables: Vec<ClusterClassVariable>,
+}
