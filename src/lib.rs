@@ -1,5 +1,10 @@
 //! stackhook: a Cluster API Runtime Extension server with OpenStack infrastructure
 //! controllers in the same process.
 
+pub mod config;
 pub mod engine;
+pub mod hooks;
+pub mod metrics;
 pub mod sdk;
+pub mod server;
+pub mod telemetry;

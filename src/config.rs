@@ -1,0 +1,162 @@
+//! Configuration of `stackhook serve`: flags, and the per-handler settings file.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+
+use crate::sdk::discovery::FailurePolicy;
+use crate::sdk::CapiVersion;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// HTTPS address of the Runtime Extension server.
+    #[arg(long, env = "STACKHOOK_LISTEN", default_value = "0.0.0.0:9443")]
+    pub listen: SocketAddr,
+    /// Plain-HTTP address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "STACKHOOK_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// Serving certificate chain (PEM), e.g. cert-manager's tls.crt. Re-read on change.
+    #[arg(long, env = "STACKHOOK_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of the serving certificate, e.g. cert-manager's tls.key.
+    #[arg(long, env = "STACKHOOK_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// How often the certificate files are checked for changes.
+    #[arg(long, default_value_t = 2)]
+    pub tls_reload_interval_seconds: u64,
+    /// Without a certificate, a self-signed CA and certificate are generated and the CA
+    /// bundle is written to <dir>/ca.crt.
+    #[arg(long, env = "STACKHOOK_SELF_SIGNED_DIR")]
+    pub self_signed_dir: Option<PathBuf>,
+    /// Extra DNS names or IPs for the self-signed certificate (repeatable).
+    #[arg(long = "tls-san")]
+    pub tls_sans: Vec<String>,
+    /// Require client certificates signed by this CA bundle (CAPI ≥ 1.11 can present one).
+    #[arg(long, env = "STACKHOOK_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// The CAPI minor version served; Discovery lists only the hooks it knows.
+    #[arg(long, env = "STACKHOOK_CAPI_VERSION", default_value = "1.10")]
+    pub capi_version: CapiVersion,
+    /// YAML file with per-handler `timeoutSeconds` and `failurePolicy`.
+    #[arg(long, env = "STACKHOOK_HANDLER_CONFIG")]
+    pub handler_config: Option<PathBuf>,
+    /// Seconds CAPI waits before asking again while a cluster is held.
+    #[arg(long, default_value_t = 30)]
+    pub hold_retry_after_seconds: u32,
+    /// Kubernetes versions known to GenerateUpgradePlan (comma-separated vX.Y.Z).
+    #[arg(long, value_delimiter = ',')]
+    pub kubernetes_versions: Vec<String>,
+    /// Advertise the in-place update hooks (CAPI ≥ 1.12). Only one extension may.
+    #[arg(long)]
+    pub enable_in_place_hooks: bool,
+    /// Largest accepted request body.
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Time allowed for in-flight requests after SIGTERM.
+    #[arg(long, default_value_t = 25)]
+    pub shutdown_timeout_seconds: u64,
+    /// Directory of extension packs to serve instead of the embedded ones.
+    #[arg(long, env = "STACKHOOK_EXTENSIONS")]
+    pub extensions: Option<PathBuf>,
+    /// Log line format.
+    #[arg(long, value_enum, env = "STACKHOOK_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// One handler's Discovery settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandlerSettings {
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: i32,
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+}
+
+fn default_timeout() -> i32 {
+    10
+}
+
+impl Default for HandlerSettings {
+    fn default() -> Self {
+        HandlerSettings {
+            timeout_seconds: default_timeout(),
+            failure_policy: FailurePolicy::Fail,
+        }
+    }
+}
+
+/// The handler settings file:
+/// ```yaml
+/// defaults: {timeoutSeconds: 10, failurePolicy: Fail}
+/// handlers:
+///   before-cluster-delete: {timeoutSeconds: 5, failurePolicy: Ignore}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerConfig {
+    #[serde(default)]
+    pub defaults: HandlerSettings,
+    #[serde(default)]
+    pub handlers: BTreeMap<String, HandlerSettings>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
+    #[error("{path}: {problem}")]
+    Invalid { path: PathBuf, problem: String },
+}
+
+impl HandlerConfig {
+    pub fn load(path: &Path) -> Result<HandlerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let cfg: HandlerConfig =
+            serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let check = |where_: &str, s: &HandlerSettings| {
+            if !(0..=30).contains(&s.timeout_seconds) {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    problem: format!(
+                        "{where_}.timeoutSeconds is {}; CAPI accepts 0 to 30",
+                        s.timeout_seconds
+                    ),
+                });
+            }
+            Ok(())
+        };
+        check("defaults", &cfg.defaults)?;
+        for (name, s) in &cfg.handlers {
+            check(&format!("handlers.{name}"), s)?;
+        }
+        Ok(cfg)
+    }
+
+    pub fn settings_for(&self, handler: &str) -> HandlerSettings {
+        self.handlers.get(handler).copied().unwrap_or(self.defaults)
+    }
+}

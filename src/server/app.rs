@@ -1,0 +1,408 @@
+//! The hook dispatcher: handler table, decode → handler → encode. Knows nothing of HTTP.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::config::{ConfigError, HandlerConfig, HandlerSettings};
+use crate::engine::PatchEngine;
+use crate::hooks::{upgrade_plan, LifecycleResponse, Registry};
+use crate::metrics::{Metrics, Outcome};
+use crate::sdk::decode::{decode, DecodeError};
+use crate::sdk::discovery::{
+    DiscoveryRequest, DiscoveryResponse, ExtensionHandler, GroupVersionHook,
+};
+use crate::sdk::inplace::{
+    CanUpdateMachineRequest, CanUpdateMachineResponse, CanUpdateMachineSetRequest,
+    CanUpdateMachineSetResponse, UpdateMachineRequest,
+};
+use crate::sdk::lifecycle::{
+    AfterUpgradeRequest, BeforeUpgradeRequest, ClusterRequest, LifecycleEvent,
+};
+use crate::sdk::topology::{
+    DiscoverVariablesRequest, GeneratePatchesRequest, ValidateTopologyRequest,
+};
+use crate::sdk::upgrade_plan::GenerateUpgradePlanRequest;
+use crate::sdk::{
+    catalog::is_dns1123_label, response_kind, CapiVersion, Hook, ResponseStatus, RetryResponse,
+    API_VERSION,
+};
+
+#[derive(Debug, Clone)]
+struct Served {
+    settings: HandlerSettings,
+}
+
+/// What the app needs besides the engine and the lifecycle registry.
+#[derive(Debug, Clone)]
+pub struct AppOptions {
+    pub capi: CapiVersion,
+    pub handler_config: HandlerConfig,
+    pub kubernetes_versions: Vec<String>,
+    pub enable_in_place_hooks: bool,
+}
+
+pub struct App {
+    capi: CapiVersion,
+    table: BTreeMap<(Hook, String), Served>,
+    engine: Arc<dyn PatchEngine>,
+    registry: Registry,
+    kubernetes_versions: Vec<String>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The encoded answer of one call plus what the log line and metrics need.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub body: Vec<u8>,
+    pub outcome: Outcome,
+    pub message: String,
+    pub cluster: Option<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("handler name {0:?} is not a DNS-1123 label")]
+    BadName(String),
+    #[error("handler config names {0:?}, which this server does not serve")]
+    UnknownHandler(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl App {
+    pub fn new(
+        opts: AppOptions,
+        engine: Arc<dyn PatchEngine>,
+        registry: Registry,
+        metrics: Arc<Metrics>,
+    ) -> Result<App, AppError> {
+        let capi = opts.capi;
+        let mut names: Vec<(Hook, String)> = Vec::new();
+        let eh = engine.handlers();
+        for n in eh.generate_patches {
+            names.push((Hook::GeneratePatches, n));
+        }
+        for n in eh.discover_variables {
+            names.push((Hook::DiscoverVariables, n));
+        }
+        for n in eh.validate_topology {
+            names.push((Hook::ValidateTopology, n));
+        }
+        for hook in Hook::ALL.into_iter().filter(|h| h.is_lifecycle()) {
+            names.push((hook, hook.default_handler_name()));
+        }
+        names.push((
+            Hook::GenerateUpgradePlan,
+            Hook::GenerateUpgradePlan.default_handler_name(),
+        ));
+        if opts.enable_in_place_hooks {
+            for hook in [
+                Hook::CanUpdateMachine,
+                Hook::CanUpdateMachineSet,
+                Hook::UpdateMachine,
+            ] {
+                names.push((hook, hook.default_handler_name()));
+            }
+        }
+        let mut table = BTreeMap::new();
+        for (hook, name) in names {
+            if !hook.known_to(capi) {
+                continue;
+            }
+            if !is_dns1123_label(&name) {
+                return Err(AppError::BadName(name));
+            }
+            let settings = opts.handler_config.settings_for(&name);
+            table.insert((hook, name), Served { settings });
+        }
+        for name in opts.handler_config.handlers.keys() {
+            if !table.keys().any(|(_, n)| n == name) {
+                return Err(AppError::UnknownHandler(name.clone()));
+            }
+        }
+        Ok(App {
+            capi,
+            table,
+            engine,
+            registry,
+            kubernetes_versions: opts.kubernetes_versions,
+            metrics,
+        })
+    }
+
+    pub fn capi(&self) -> CapiVersion {
+        self.capi
+    }
+
+    /// Resolves a URL path segment pair to a served handler.
+    pub fn route(&self, hook_segment: &str, name: Option<&str>) -> Option<(Hook, String)> {
+        let hook = Hook::from_path_segment(hook_segment)?;
+        if hook.path_segment() != hook_segment {
+            return None;
+        }
+        match (hook, name) {
+            (Hook::Discovery, None) => Some((Hook::Discovery, String::new())),
+            (Hook::Discovery, Some(_)) | (_, None) => None,
+            (hook, Some(name)) => {
+                let key = (hook, name.to_string());
+                self.table.contains_key(&key).then_some(key)
+            }
+        }
+    }
+
+    pub fn discovery(&self) -> DiscoveryResponse {
+        let handlers = self
+            .table
+            .iter()
+            .map(|((hook, name), served)| ExtensionHandler {
+                name: name.clone(),
+                request_hook: GroupVersionHook {
+                    api_version: API_VERSION.to_string(),
+                    hook: hook.name().to_string(),
+                },
+                timeout_seconds: served.settings.timeout_seconds,
+                failure_policy: served.settings.failure_policy,
+            })
+            .collect();
+        DiscoveryResponse {
+            api_version: API_VERSION.to_string(),
+            kind: response_kind(Hook::Discovery),
+            status: ResponseStatus::Success,
+            message: String::new(),
+            handlers,
+        }
+    }
+
+    /// Handles one call. Never fails: every problem becomes a `Failure` response.
+    pub async fn call(&self, hook: Hook, handler: &str, body: &[u8]) -> Reply {
+        let started = Instant::now();
+        let reply = match self.dispatch(hook, handler, body).await {
+            Ok(reply) => reply,
+            Err(e) => Reply {
+                body: failure_body(hook, self.capi, &e.to_string()),
+                outcome: Outcome::decode_error,
+                message: e.to_string(),
+                cluster: None,
+            },
+        };
+        self.finish(hook, handler, started, reply)
+    }
+
+    /// A body the transport could not deliver (too large, broken stream).
+    pub fn transport_failure(&self, hook: Hook, handler: &str, e: DecodeError) -> Reply {
+        let msg = e.to_string();
+        let reply = Reply {
+            body: failure_body(hook, self.capi, &msg),
+            outcome: Outcome::decode_error,
+            message: msg,
+            cluster: None,
+        };
+        self.finish(hook, handler, Instant::now(), reply)
+    }
+
+    fn finish(&self, hook: Hook, handler: &str, started: Instant, reply: Reply) -> Reply {
+        let elapsed = started.elapsed();
+        self.metrics
+            .observe(hook.name(), handler, reply.outcome, elapsed.as_secs_f64());
+        let (ns, name) = reply
+            .cluster
+            .as_ref()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .unwrap_or(("", ""));
+        tracing::info!(
+            hook = hook.name(),
+            handler,
+            cluster_namespace = ns,
+            cluster_name = name,
+            outcome = reply.outcome.as_str(),
+            duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            message = reply.message.as_str(),
+            "hook call"
+        );
+        reply
+    }
+
+    async fn dispatch(&self, hook: Hook, handler: &str, body: &[u8]) -> Result<Reply, DecodeError> {
+        match hook {
+            Hook::Discovery => {
+                decode::<DiscoveryRequest>(hook, body)?;
+                Ok(encode(
+                    &self.discovery(),
+                    ResponseStatus::Success,
+                    String::new(),
+                    None,
+                ))
+            }
+            Hook::GeneratePatches => {
+                let req: GeneratePatchesRequest = decode(hook, body)?;
+                let cluster = cluster_of_variables(
+                    &req.variables,
+                    req.items.iter().map(|i| &i.holder_reference),
+                );
+                let resp = self.engine.generate_patches(handler, &req);
+                Ok(encode(&resp, resp.status, resp.message.clone(), cluster))
+            }
+            Hook::ValidateTopology => {
+                let req: ValidateTopologyRequest = decode(hook, body)?;
+                let cluster = cluster_of_variables(
+                    &req.variables,
+                    req.items.iter().map(|i| &i.holder_reference),
+                );
+                let resp = self.engine.validate_topology(handler, &req);
+                Ok(encode(&resp, resp.status, resp.message.clone(), cluster))
+            }
+            Hook::DiscoverVariables => {
+                let req: DiscoverVariablesRequest = decode(hook, body)?;
+                let resp = self.engine.discover_variables(handler, &req, self.capi);
+                Ok(encode(&resp, resp.status, resp.message.clone(), None))
+            }
+            Hook::BeforeClusterCreate
+            | Hook::AfterControlPlaneInitialized
+            | Hook::BeforeClusterDelete => {
+                let req: ClusterRequest = decode(hook, body)?;
+                Ok(self
+                    .lifecycle(LifecycleEvent::from_cluster_request(hook, req))
+                    .await)
+            }
+            Hook::BeforeClusterUpgrade
+            | Hook::BeforeControlPlaneUpgrade
+            | Hook::BeforeWorkersUpgrade => {
+                let req: BeforeUpgradeRequest = decode(hook, body)?;
+                Ok(self
+                    .lifecycle(LifecycleEvent::from_before_upgrade(hook, req))
+                    .await)
+            }
+            Hook::AfterControlPlaneUpgrade
+            | Hook::AfterWorkersUpgrade
+            | Hook::AfterClusterUpgrade => {
+                let req: AfterUpgradeRequest = decode(hook, body)?;
+                Ok(self
+                    .lifecycle(LifecycleEvent::from_after_upgrade(hook, req))
+                    .await)
+            }
+            Hook::GenerateUpgradePlan => {
+                let req: GenerateUpgradePlanRequest = decode(hook, body)?;
+                let cluster = Some((
+                    req.cluster.namespace().to_string(),
+                    req.cluster.name().to_string(),
+                ));
+                let resp = upgrade_plan::answer(&req, &self.kubernetes_versions);
+                Ok(encode(&resp, resp.status, resp.message.clone(), cluster))
+            }
+            Hook::CanUpdateMachine => {
+                decode::<CanUpdateMachineRequest>(hook, body)?;
+                // No patches means "cannot be updated in place": CAPI rolls the Machine.
+                let resp = CanUpdateMachineResponse {
+                    api_version: API_VERSION.to_string(),
+                    kind: response_kind(hook),
+                    status: ResponseStatus::Success,
+                    message: String::new(),
+                    machine_patch: None,
+                    infrastructure_machine_patch: None,
+                    bootstrap_config_patch: None,
+                };
+                Ok(encode(&resp, resp.status, String::new(), None))
+            }
+            Hook::CanUpdateMachineSet => {
+                decode::<CanUpdateMachineSetRequest>(hook, body)?;
+                let resp = CanUpdateMachineSetResponse {
+                    api_version: API_VERSION.to_string(),
+                    kind: response_kind(hook),
+                    status: ResponseStatus::Success,
+                    message: String::new(),
+                    machine_set_patch: None,
+                    infrastructure_machine_template_patch: None,
+                    bootstrap_config_template_patch: None,
+                };
+                Ok(encode(&resp, resp.status, String::new(), None))
+            }
+            Hook::UpdateMachine => {
+                decode::<UpdateMachineRequest>(hook, body)?;
+                // CanUpdate* never offers an in-place update, so reaching here means
+                // another component asked for one we do not perform.
+                let msg = "in-place updates of OpenStack machines are not supported; the machine must be replaced".to_string();
+                let resp = RetryResponse::new(hook, ResponseStatus::Failure, msg.clone(), 0);
+                Ok(encode(&resp, resp.status, msg, None))
+            }
+        }
+    }
+
+    async fn lifecycle(&self, event: LifecycleEvent) -> Reply {
+        let cluster = Some((
+            event.cluster.namespace().to_string(),
+            event.cluster.name().to_string(),
+        ));
+        let combined = self.registry.dispatch(&event, self.capi).await;
+        let status = combined.status;
+        let message = combined.message.clone();
+        match combined.into_response(event.hook, self.capi) {
+            LifecycleResponse::Common(r) => encode(&r, status, message, cluster),
+            LifecycleResponse::Retry(r) => encode(&r, status, message, cluster),
+        }
+    }
+}
+
+fn encode<T: Serialize>(
+    resp: &T,
+    status: ResponseStatus,
+    message: String,
+    cluster: Option<(String, String)>,
+) -> Reply {
+    let outcome = match status {
+        ResponseStatus::Success => Outcome::success,
+        ResponseStatus::Failure => Outcome::failure,
+    };
+    match serde_json::to_vec(resp) {
+        Ok(body) => Reply {
+            body,
+            outcome,
+            message,
+            cluster,
+        },
+        // Our own types always serialize; keep the protocol intact if that ever changes.
+        Err(e) => Reply {
+            body: br#"{"status":"Failure","message":"encoding the response failed"}"#.to_vec(),
+            outcome: Outcome::failure,
+            message: e.to_string(),
+            cluster,
+        },
+    }
+}
+
+/// A `Failure` in the response shape of `hook`; retry hooks always carry the required
+/// `retryAfterSeconds`.
+pub fn failure_body(hook: Hook, capi: CapiVersion, message: &str) -> Vec<u8> {
+    let mut v = json!({
+        "apiVersion": API_VERSION,
+        "kind": response_kind(hook),
+        "status": "Failure",
+        "message": message,
+    });
+    if hook.is_blocking(capi) {
+        v["retryAfterSeconds"] = json!(0);
+    }
+    serde_json::to_vec(&v).unwrap_or_else(|_| b"{\"status\":\"Failure\"}".to_vec())
+}
+
+/// The cluster a topology request is for: `builtin.cluster`, else the Cluster holder.
+fn cluster_of_variables<'a>(
+    vars: &[crate::sdk::common::Variable],
+    mut holders: impl Iterator<Item = &'a crate::sdk::topology::HolderReference>,
+) -> Option<(String, String)> {
+    if let Some(b) = vars.iter().find(|v| v.name == "builtin") {
+        let c = &b.value["cluster"];
+        if let (Some(ns), Some(n)) = (
+            c.get("namespace").and_then(Value::as_str),
+            c.get("name").and_then(Value::as_str),
+        ) {
+            return Some((ns.to_string(), n.to_string()));
+        }
+    }
+    holders
+        .find(|h| h.kind == "Cluster")
+        .map(|h| (h.namespace.clone(), h.name.clone()))
+}

@@ -1,0 +1,278 @@
+//! TLS for the hook listener: rustls, TLS 1.2+, ALPN h2 + http/1.1, optional client
+//! certificates, and a serving certificate swapped in place when its files change.
+//!
+//! Reloading works by polling the files' contents rather than watching inotify events:
+//! Kubernetes updates Secret volumes through a symlink swap, which file watchers miss or
+//! report as a delete, while a content hash sees every change. A half-written pair that
+//! does not parse keeps the previous certificate until the next tick.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::crypto::ring as provider;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {problem}")]
+    Pem { path: PathBuf, problem: String },
+    #[error("building the TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("client CA bundle: {0}")]
+    ClientCa(String),
+    #[error("generating the self-signed certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Parses a PEM chain and key into a signing identity.
+pub fn certified_key(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<CertifiedKey, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| TlsError::Pem {
+            path: cert_path.to_path_buf(),
+            problem: e.to_string(),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::Pem {
+            path: cert_path.to_path_buf(),
+            problem: "no CERTIFICATE block".into(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Pem {
+        path: key_path.to_path_buf(),
+        problem: e.to_string(),
+    })?;
+    let signing = provider::sign::any_supported_type(&key)?;
+    let ck = CertifiedKey::new(chain, signing);
+    ck.keys_match().map_err(|e| TlsError::Pem {
+        path: key_path.to_path_buf(),
+        problem: format!("key does not match the certificate: {e}"),
+    })?;
+    Ok(ck)
+}
+
+/// Serves whatever certificate is current; the reload task swaps it.
+#[derive(Debug)]
+pub struct ReloadingResolver {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl ResolvesServerCert for ReloadingResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+impl ReloadingResolver {
+    pub fn new(key: CertifiedKey) -> Arc<Self> {
+        Arc::new(ReloadingResolver {
+            current: ArcSwap::from_pointee(key),
+        })
+    }
+
+    pub fn set(&self, key: CertifiedKey) {
+        self.current.store(Arc::new(key));
+    }
+}
+
+/// A certificate and key pair on disk, with the digest of what was last loaded.
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    digest: [u8; 32],
+}
+
+impl CertFiles {
+    pub fn load(cert: PathBuf, key: PathBuf) -> Result<(CertFiles, CertifiedKey), TlsError> {
+        let c = read(&cert)?;
+        let k = read(&key)?;
+        let ck = certified_key(&c, &k, &cert, &key)?;
+        let digest = digest(&c, &k);
+        Ok((CertFiles { cert, key, digest }, ck))
+    }
+
+    /// `Ok(Some)` when the files changed and parse, `Ok(None)` when unchanged.
+    pub fn reload_if_changed(&mut self) -> Result<Option<CertifiedKey>, TlsError> {
+        let c = read(&self.cert)?;
+        let k = read(&self.key)?;
+        let d = digest(&c, &k);
+        if d == self.digest {
+            return Ok(None);
+        }
+        let ck = certified_key(&c, &k, &self.cert, &self.key)?;
+        self.digest = d;
+        Ok(Some(ck))
+    }
+}
+
+fn digest(cert: &[u8], key: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(cert);
+    h.update([0u8]);
+    h.update(key);
+    h.finalize().into()
+}
+
+/// Polls the files until `stop` fires, swapping the resolver's certificate on change.
+pub async fn watch(
+    mut files: CertFiles,
+    resolver: Arc<ReloadingResolver>,
+    interval: Duration,
+    reloads: prometheus_client::metrics::counter::Counter,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.changed() => return,
+        }
+        match files.reload_if_changed() {
+            Ok(Some(ck)) => {
+                resolver.set(ck);
+                reloads.inc();
+                tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "certificate files changed but do not load yet; keeping the current certificate")
+            }
+        }
+    }
+}
+
+/// The server's rustls configuration.
+pub fn server_config(
+    resolver: Arc<ReloadingResolver>,
+    client_ca: Option<&Path>,
+) -> Result<ServerConfig, TlsError> {
+    let crypto = Arc::new(provider::default_provider());
+    let builder = ServerConfig::builder_with_provider(crypto.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let pem = read(path)?;
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| TlsError::Pem {
+                    path: path.to_path_buf(),
+                    problem: e.to_string(),
+                })?;
+                roots
+                    .add(cert)
+                    .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+            }
+            if roots.is_empty() {
+                return Err(TlsError::ClientCa(format!(
+                    "{} holds no certificate",
+                    path.display()
+                )));
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto)
+                .build()
+                .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut cfg = builder.with_cert_resolver(resolver);
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// A generated CA and a serving certificate it signed, for zero-configuration start-up.
+pub struct SelfSigned {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Generates a CA and a leaf for `localhost`, loopback addresses and `extra_sans`.
+pub fn self_signed(extra_sans: &[String]) -> Result<SelfSigned, TlsError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "stackhook self-signed CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+
+    let mut sans = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    sans.extend(extra_sans.iter().cloned());
+    let leaf_key = KeyPair::generate()?;
+    let mut leaf_params = CertificateParams::new(sans)?;
+    leaf_params
+        .distinguished_name
+        .push(DnType::CommonName, "stackhook");
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer)?;
+    Ok(SelfSigned {
+        ca_pem: ca_cert.pem(),
+        cert_pem: leaf.pem(),
+        key_pem: leaf_key.serialize_pem(),
+    })
+}
+
+/// Writes the self-signed material to `dir` (`ca.crt`, `tls.crt`, `tls.key`).
+pub fn write_self_signed(
+    dir: &Path,
+    s: &SelfSigned,
+) -> Result<(PathBuf, PathBuf, PathBuf), TlsError> {
+    let w = |name: &str, content: &str| -> Result<PathBuf, TlsError> {
+        let path = dir.join(name);
+        std::fs::write(&path, content).map_err(|source| TlsError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    };
+    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let ca = w("ca.crt", &s.ca_pem)?;
+    let cert = w("tls.crt", &s.cert_pem)?;
+    let key = w("tls.key", &s.key_pem)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600));
+    }
+    Ok((ca, cert, key))
+}
