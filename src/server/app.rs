@@ -220,7 +220,7 @@ impl App {
             cluster_name = name,
             outcome = reply.outcome.as_str(),
             duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-            message = reply.message.as_str(),
+            detail = reply.message.as_str(),
             "hook call"
         );
         reply

@@ -1,0 +1,171 @@
+//! Runs the real `stackhook` binary for integration tests and talks to it over TLS.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const PREFIX: &str = "/hooks.runtime.cluster.x-k8s.io/v1alpha1";
+pub const API: &str = "hooks.runtime.cluster.x-k8s.io/v1alpha1";
+
+pub struct Server {
+    pub child: Child,
+    pub https: String,
+    pub admin: String,
+    pub ca_pem: Option<Vec<u8>>,
+    pub dir: tempfile::TempDir,
+    pub logs: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `stackhook serve` on ephemeral loopback ports with extra flags.
+    pub fn start(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--admin-listen".into(),
+            "127.0.0.1:0".into(),
+            "--log-format".into(),
+            "json".into(),
+        ];
+        if !extra.iter().any(|a| *a == "--tls-cert-file") {
+            args.push("--self-signed-dir".into());
+            args.push(dir.path().join("ss").display().to_string());
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stackhook"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn stackhook");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("server did not report its listeners in time");
+            let v: serde_json::Value = match serde_json::from_str(&line) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            if v["message"] == "listening" {
+                let https = v["https"].as_str().expect("https").to_string();
+                let admin = v["admin"].as_str().expect("admin").to_string();
+                let ca_path = dir.path().join("ss").join("ca.crt");
+                let ca_pem = std::fs::read(&ca_path).ok();
+                return Server {
+                    child,
+                    https: https.replace("127.0.0.1", "localhost"),
+                    admin,
+                    ca_pem,
+                    dir,
+                    logs: rx,
+                };
+            }
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.https, path)
+    }
+
+    /// Collects the log lines printed so far.
+    pub fn drain_logs(&self) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        while let Ok(line) = self.logs.try_recv() {
+            if let Ok(v) = serde_json::from_str(&line) {
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    pub fn sigterm(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        self.child.wait().expect("wait")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    H1,
+    H2,
+}
+
+pub fn client(ca_pem: &[u8], proto: Proto) -> reqwest::Client {
+    let mut b = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem).expect("ca"))
+        .tls_info(true)
+        .timeout(Duration::from_secs(20));
+    b = match proto {
+        Proto::H1 => b.http1_only(),
+        Proto::H2 => b.http2_prior_knowledge(),
+    };
+    b.build().expect("client")
+}
+
+/// POSTs raw bytes with no Content-Type, as CAPI does; returns (status, version, body).
+pub async fn post_raw(
+    c: &reqwest::Client,
+    url: &str,
+    body: Vec<u8>,
+) -> (u16, reqwest::Version, Vec<u8>) {
+    let resp = c.post(url).body(body).send().await.expect("send");
+    let status = resp.status().as_u16();
+    let version = resp.version();
+    let bytes = resp.bytes().await.expect("body").to_vec();
+    (status, version, bytes)
+}
+
+pub async fn post_json(
+    c: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> (u16, reqwest::Version, serde_json::Value) {
+    let (s, v, b) = post_raw(c, url, serde_json::to_vec(body).expect("encode")).await;
+    let json = serde_json::from_slice(&b).unwrap_or_else(|e| {
+        panic!(
+            "response is not JSON ({e}): {}",
+            String::from_utf8_lossy(&b)
+        )
+    });
+    (s, v, json)
+}
+
+pub fn fixture(path: &str) -> serde_json::Value {
+    let p: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
