@@ -206,6 +206,11 @@ pub fn server_config(
         }
     };
     let mut cfg = builder.with_cert_resolver(resolver);
+    // No session resumption: a resumed session skips the certificate, so after a
+    // rotation clients would go on trusting the old one. CAPI's Go client does not
+    // resume sessions anyway, so this costs it nothing.
+    cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    cfg.send_tls13_tickets = 0;
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(cfg)
 }
