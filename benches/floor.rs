@@ -1,0 +1,57 @@
+//! The floor for load benchmarks: the same TLS and HTTP stack as `stackhook serve`
+//! (tokio-rustls with the same rustls configuration, hyper-util auto h1/h2, axum), with
+//! every hook path answered by decoding the body as JSON and re-encoding it. Whatever
+//! `stackhook serve` costs beyond this is the price of its own work.
+//!
+//! `cargo bench --bench floor -- 127.0.0.1:9444 /tmp/floor` serves until killed, writing
+//! its CA bundle to /tmp/floor/ca.crt.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use stackhook::server::tls;
+
+async fn echo(body: Bytes) -> (StatusCode, Vec<u8>) {
+    let v: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => serde_json::json!({"status": "Failure", "message": e.to_string()}),
+    };
+    (StatusCode::OK, serde_json::to_vec(&v).unwrap_or_default())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:9444".into());
+    let dir = std::path::PathBuf::from(args.next().unwrap_or_else(|| "/tmp/stackhook-floor".into()));
+    let ss = tls::self_signed(&[])?;
+    let (_, cert, key) = tls::write_self_signed(&dir, &ss)?;
+    let (_, ck) = tls::CertFiles::load(cert, key)?;
+    let cfg = tls::server_config(tls::ReloadingResolver::new(ck), None)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let app = Router::new()
+        .route("/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}", post(echo))
+        .route("/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}/{name}", post(echo));
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&addr).await?;
+        println!("floor listening on https://{}", listener.local_addr()?);
+        loop {
+            let (tcp, _) = listener.accept().await?;
+            let acceptor = acceptor.clone();
+            let svc = TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    let _ = Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                }
+            });
+        }
+    })
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Load benchmark over TLS: stackhook serve vs the floor server (same TLS/HTTP stack,
+# decode + re-encode only), with wrk (HTTP/1.1, keep-alive) on loopback.
+# Usage: bash benches/load.sh [duration_seconds] [connections]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-10}
+CONNS=${2:-32}
+THREADS=${THREADS:-2}
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+cargo build --release --bin stackhook --bench floor >/dev/null 2>&1 || cargo build --release --bin stackhook --bench floor
+TARGET=${CARGO_TARGET_DIR:-target}
+FLOOR=$(ls -t "$TARGET"/release/deps/floor-* | grep -v '\.d$' | head -1)
+WORK=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+"$TARGET/release/stackhook" serve --listen 127.0.0.1:19443 --admin-listen 127.0.0.1:18080 \
+  --self-signed-dir "$WORK/sh" --capi-version 1.14 ${STACKHOOK_EXTRA_ARGS:-} >"$WORK/sh.log" 2>&1 &
+SH_PID=$!
+"$FLOOR" 127.0.0.1:19444 "$WORK/floor" >"$WORK/floor.log" 2>&1 &
+FLOOR_PID=$!
+for _ in $(seq 50); do
+  curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && grep -q listening "$WORK/floor.log" && break
+  sleep 0.2
+done
+
+rss() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
+P=/hooks.runtime.cluster.x-k8s.io/v1alpha1
+printf '| body | server | req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n'
+for case in "discovery:$P/discovery" \
+            "before-cluster-upgrade:$P/beforeclusterupgrade/before-cluster-upgrade" \
+            "${GP_BODY:-generate-patches-empty}:$P/generatepatches/${GP_HANDLER:-generate-patches}"; do
+  body=${case%%:*}; path=${case#*:}
+  for srv in stackhook:19443 floor:19444; do
+    name=${srv%%:*}; port=${srv#*:}
+    out=$(BODY_FILE="benches/bodies/$body.json" wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" \
+      -s benches/wrk-post.lua "https://localhost:$port$path" | grep RESULT)
+    eval "${out#RESULT }"
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$body" "$name" "$rps" "$p50_ms" "$p99_ms" "$((errors + non2xx))"
+  done
+done
+echo
+echo "peak RSS: stackhook $(rss $SH_PID) MiB, floor $(rss $FLOOR_PID) MiB"
