@@ -1,0 +1,30 @@
+"""ML2 mechanism driver that binds every port on every host.
+
+Without any mechanism driver (and no L2 agents) Neutron leaves ports
+unbound and Nova fails boots with PortBindingFailed. This driver binds each
+port to the first segment as an OVS port and marks it ACTIVE.
+"""
+from neutron_lib import constants
+from neutron_lib.api.definitions import portbindings
+from neutron_lib.plugins.ml2 import api
+
+
+class BindAnywhere(api.MechanismDriver):
+    def initialize(self):
+        pass
+
+    def bind_port(self, context):
+        segments = list(context.segments_to_bind or [])
+        if not segments:
+            return
+        context.set_binding(
+            segments[0][api.ID],
+            portbindings.VIF_TYPE_OVS,
+            {portbindings.CAP_PORT_FILTER: True,
+             portbindings.OVS_HYBRID_PLUG: False},
+            status=constants.PORT_STATUS_ACTIVE)
+
+    def filter_hosts_with_segment_access(self, context, segments,
+                                         candidate_hosts, agent_getter):
+        # Every host can reach every segment: there is no real wiring.
+        return set(candidate_hosts)
