@@ -35,12 +35,13 @@ class ApiError(Exception):
 class Client:
     """Token-scoped client. auth is a Keystone v3 'auth' body."""
 
-    def __init__(self, auth):
+    def __init__(self, auth, auth_url=AUTH_URL, region=REGION):
         self.http = requests.Session()
         self.http.trust_env = False  # never go through a proxy: loopback only
-        r = self.http.post(AUTH_URL + "/auth/tokens", json={"auth": auth}, timeout=TIMEOUT)
+        url = auth_url.rstrip("/") + "/auth/tokens"
+        r = self.http.post(url, json={"auth": auth}, timeout=TIMEOUT)
         if r.status_code != 201:
-            raise ApiError("POST", AUTH_URL + "/auth/tokens", r)
+            raise ApiError("POST", url, r)
         self.token = r.headers["X-Subject-Token"]
         body = r.json()["token"]
         self.body = body
@@ -50,7 +51,7 @@ class Client:
         self.catalog = {}
         for svc in body.get("catalog", []):
             for ep in svc["endpoints"]:
-                if ep["interface"] == "public" and ep.get("region_id") == REGION:
+                if ep["interface"] == "public" and ep.get("region_id") == region:
                     self.catalog[svc["type"]] = ep["url"].rstrip("/")
         self.http.headers["X-Auth-Token"] = self.token
 
@@ -66,6 +67,28 @@ class Client:
     def appcred(cls, cred_id, secret):
         return cls({"identity": {"methods": ["application_credential"],
                                  "application_credential": {"id": cred_id, "secret": secret}}})
+
+    @classmethod
+    def from_clouds_entry(cls, entry):
+        """Client for one entry of a clouds.yaml (password or application credential)."""
+        a = entry["auth"]
+        region = entry.get("region_name", REGION)
+        if entry.get("auth_type") in ("v3applicationcredential", "application_credential"):
+            body = {"identity": {"methods": ["application_credential"], "application_credential": {
+                "id": a["application_credential_id"],
+                "secret": a["application_credential_secret"]}}}
+        else:
+            body = {
+                "identity": {"methods": ["password"], "password": {"user": {
+                    "name": a["username"], "domain": {"name": a.get("user_domain_name", "Default")},
+                    "password": a["password"]}}},
+                "scope": {"project": {"name": a["project_name"], "domain": {
+                    "name": a.get("project_domain_name", "Default")}}},
+            }
+        url = a["auth_url"].rstrip("/")
+        if not url.endswith("/v3"):
+            url += "/v3"
+        return cls(body, auth_url=url, region=region)
 
     @classmethod
     def admin(cls):
