@@ -42,7 +42,9 @@ pub fn state_dir() -> PathBuf {
 
 /// The `tests/cloud` directory of this checkout.
 pub fn scripts_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("cloud")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("cloud")
 }
 
 /// Path of a running test cloud's clouds.yaml, or `None` (with a one-line hint on
@@ -92,7 +94,11 @@ fn start_cloud() -> Result<PathBuf, String> {
     if p.is_file() {
         Ok(p)
     } else {
-        Err(format!("{} succeeded but {} is missing", up.display(), p.display()))
+        Err(format!(
+            "{} succeeded but {} is missing",
+            up.display(),
+            p.display()
+        ))
     }
 }
 
