@@ -30,7 +30,7 @@ INFRA_PROCS="rabbitmq mariadb epmd"
 # "PID STARTTIME" identifies a process even after the PID number is reused.
 proc_starttime() {
 	local st
-	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	{ read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
 	st=${st##*) }
 	# shellcheck disable=SC2086
 	set -- $st
@@ -44,14 +44,22 @@ alive() { # NAME: is the recorded process still the one we started?
 	[ -n "$pid" ] && [ "$(proc_starttime "$pid")" = "$st" ]
 }
 
-group_members() { # PGID: PIDs still in that process group
-	local want=$1 d st
+live_pgids() { # "PID:PGID" of every process (one /proc scan, no forks)
+	local d st
 	for d in /proc/[0-9]*; do
-		st=$(cat "$d/stat" 2>/dev/null) || continue
+		{ read -r st <"$d/stat"; } 2>/dev/null || continue
 		st=${st##*) }
 		# shellcheck disable=SC2086
 		set -- $st
-		if [ "$3" = "$want" ]; then echo "${d#/proc/}"; fi
+		echo "${d#/proc/}:$3"
+	done
+	return 0
+}
+
+group_members() { # PGID: PIDs still in that process group
+	local e
+	for e in $(live_pgids); do
+		[ "${e#*:}" = "$1" ] && echo "${e%%:*}"
 	done
 	return 0
 }
