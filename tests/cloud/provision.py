@@ -210,8 +210,9 @@ def images(c):
 def cinder_ready(c):
     def up():
         svcs = c.get("volumev3", "/os-services")["services"]
-        return any(s["binary"] == "cinder-volume" and s["state"] == "up" for s in svcs)
-    wait_for("cinder-volume up", up, timeout=300, interval=2)
+        zones = {s["zone"] for s in svcs if s["binary"] == "cinder-volume" and s["state"] == "up"}
+        return set(AZS) <= zones
+    wait_for("cinder-volume up in %s" % sorted(AZS), up, timeout=300, interval=2)
 
 
 def app_credential():

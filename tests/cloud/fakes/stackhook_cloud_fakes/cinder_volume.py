@@ -5,7 +5,7 @@ clones and image copies are bookkeeping only, and attachments hand Nova an
 iSCSI connection description that nothing serves (Nova's fake virt driver
 never connects it). Volumes created from a Glance image, and so
 boot-from-volume with an image source, reach 'available' without qemu-img,
-LVM, sudo or iSCSI. Capacity is unlimited.
+LVM, sudo or iSCSI. Each backend reports 100000 GiB free.
 """
 from cinder.volume import driver
 
@@ -36,8 +36,11 @@ class NullVolumeDriver(driver.VolumeDriver):
             "storage_protocol": "iSCSI",
             "pools": [{
                 "pool_name": name,
-                "total_capacity_gb": "infinite",
-                "free_capacity_gb": "infinite",
+                # finite numbers: the scheduler's capacity notifications
+                # break on "infinite" pools
+                "total_capacity_gb": 100000,
+                "free_capacity_gb": 100000,
+                "allocated_capacity_gb": 0,
                 "provisioned_capacity_gb": 0,
                 "reserved_percentage": 0,
                 "max_over_subscription_ratio": 20.0,
