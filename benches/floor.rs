@@ -26,18 +26,34 @@ async fn echo(body: Bytes) -> (StatusCode, Vec<u8>) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo test --all-targets` runs bench binaries with no arguments: a server that
+    // never exits would hang the test run, so serve only when asked to.
+    if raw.is_empty() {
+        println!("floor: serves only under `cargo bench` or with an address argument");
+        return Ok(());
+    }
+    let mut args = raw.into_iter().filter(|a| a != "--bench");
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:9444".into());
-    let dir = std::path::PathBuf::from(args.next().unwrap_or_else(|| "/tmp/stackhook-floor".into()));
+    let dir =
+        std::path::PathBuf::from(args.next().unwrap_or_else(|| "/tmp/stackhook-floor".into()));
     let ss = tls::self_signed(&[])?;
     let (_, cert, key) = tls::write_self_signed(&dir, &ss)?;
     let (_, ck) = tls::CertFiles::load(cert, key)?;
     let cfg = tls::server_config(tls::ReloadingResolver::new(ck), None)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let app = Router::new()
-        .route("/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}", post(echo))
-        .route("/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}/{name}", post(echo));
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        .route(
+            "/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}",
+            post(echo),
+        )
+        .route(
+            "/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}/{name}",
+            post(echo),
+        );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&addr).await?;
         println!("floor listening on https://{}", listener.local_addr()?);

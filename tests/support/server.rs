@@ -33,11 +33,13 @@ impl Server {
             "--log-format".into(),
             "json".into(),
         ];
-        if !extra.iter().any(|a| *a == "--tls-cert-file") {
+        if !extra.contains(&"--tls-cert-file") {
             args.push("--self-signed-dir".into());
             args.push(dir.path().join("ss").display().to_string());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
+        // The child is owned by `Server`, whose Drop kills and waits on it.
+        #[allow(clippy::zombie_processes)]
         let mut child = Command::new(env!("CARGO_BIN_EXE_stackhook"))
             .args(&args)
             .stdout(Stdio::piped())
