@@ -77,3 +77,8 @@ impl PatchEngine for EmptyEngine {
         CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Success, "")
     }
 }
+
+pub mod template;
+pub mod yaml;
+pub mod pack;
+pub mod schema;
