@@ -82,3 +82,11 @@ pub mod template;
 pub mod yaml;
 pub mod pack;
 pub mod schema;
+pub mod generate;
+pub mod selector;
+pub mod variables;
+pub mod discover;
+pub mod packs;
+pub mod validate;
+
+pub use packs::PackEngine;
