@@ -80,7 +80,7 @@ impl PatchEngine for PackEngine {
             items: vec![],
         };
         let result = match self.pack(handler) {
-            Some(p) => generate::generate(p, req).map_err(|e| e.to_string()),
+            Some(p) => guarded(|| generate::generate(p, req).map_err(|e| e.to_string())),
             None => Err(self.unknown(handler)),
         };
         match result {
@@ -120,7 +120,12 @@ impl PatchEngine for PackEngine {
         let Some(p) = self.pack(handler) else {
             return CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Failure, self.unknown(handler));
         };
-        let failures = validate::validate(p, req);
+        let failures = match guarded(|| Ok(validate::validate(p, req))) {
+            Ok(f) => f,
+            Err(message) => {
+                return CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Failure, message)
+            }
+        };
         if failures.is_empty() {
             return CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Success, "");
         }
@@ -132,4 +137,11 @@ impl PatchEngine for PackEngine {
         );
         CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Failure, message)
     }
+}
+
+/// The engine must answer, never crash a server thread: a panic in a dependency
+/// (schema or CEL evaluation, patch application) becomes a Failure.
+fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err("internal error while evaluating the pack".to_string()))
 }

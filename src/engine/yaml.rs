@@ -176,6 +176,17 @@ mod tests {
         assert_eq!(doc.line("patches[0].definitions[0].jsonPatches[3]"), Some(5));
     }
 
+    /// Pack files read like kubectl reads a ClusterClass (YAML 1.1 booleans), so an
+    /// inline patch means the same in both places.
+    #[test]
+    fn yaml_1_1_booleans() {
+        let doc = parse("a: yes\nb: on\nc: 'yes'\nd: 1.20\n").unwrap();
+        assert_eq!(doc.value["a"], true);
+        assert_eq!(doc.value["b"], true);
+        assert_eq!(doc.value["c"], "yes");
+        assert_eq!(doc.value["d"], 1.2);
+    }
+
     #[test]
     fn duplicate_keys_are_errors() {
         assert!(parse("a: 1\na: 2\n").is_err());
