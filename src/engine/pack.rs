@@ -631,7 +631,11 @@ pub fn load_all(files: Vec<(String, String)>) -> Result<Vec<Pack>, PackError> {
                     packs.push(pack);
                 }
             }
-            Err(mut p) => problems.append(&mut p),
+            Err(mut p) => {
+                // Within a file, report top to bottom.
+                p.sort_by_key(|x| x.line);
+                problems.append(&mut p)
+            }
         }
     }
     if files.is_empty() {
