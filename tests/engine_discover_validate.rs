@@ -46,11 +46,17 @@ variables:
 "#;
 
 fn engine() -> PackEngine {
-    PackEngine::from_sources(vec![("net.yaml".into(), PACK.into())]).unwrap_or_else(|e| panic!("{e}"))
+    PackEngine::from_sources(vec![("net.yaml".into(), PACK.into())])
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn discover(capi: u16) -> Value {
-    serde_json::to_value(engine().discover_variables("net", &DiscoverVariablesRequest::default(), CapiVersion::new(capi))).unwrap()
+    serde_json::to_value(engine().discover_variables(
+        "net",
+        &DiscoverVariablesRequest::default(),
+        CapiVersion::new(capi),
+    ))
+    .unwrap()
 }
 
 #[test]
@@ -66,7 +72,10 @@ fn v1beta1_shape_up_to_capi_1_12() {
         assert_eq!(vars[1]["required"], true);
         assert_eq!(vars[1]["metadata"], json!({"labels": {"tier": "basic"}}));
         assert!(vars[1].get("deprecatedV1Beta1Metadata").is_none());
-        assert_eq!(vars[1]["schema"]["openAPIV3Schema"]["x-metadata"], json!({"annotations": {"ui": "network"}}));
+        assert_eq!(
+            vars[1]["schema"]["openAPIV3Schema"]["x-metadata"],
+            json!({"annotations": {"ui": "network"}})
+        );
     }
 }
 
@@ -75,10 +84,16 @@ fn v1beta2_shape_from_capi_1_13() {
     for capi in [13, 14] {
         let r = discover(capi);
         let net = &r["variables"][1];
-        assert_eq!(net["deprecatedV1Beta1Metadata"], json!({"labels": {"tier": "basic"}}));
+        assert_eq!(
+            net["deprecatedV1Beta1Metadata"],
+            json!({"labels": {"tier": "basic"}})
+        );
         assert!(net.get("metadata").is_none());
         assert_eq!(r["variables"][0]["required"], false);
-        assert_eq!(net["schema"]["openAPIV3Schema"]["properties"]["mode"]["default"], "tunnel");
+        assert_eq!(
+            net["schema"]["openAPIV3Schema"]["properties"]["mode"]["default"],
+            "tunnel"
+        );
     }
 }
 
@@ -91,7 +106,10 @@ fn validate(global: Value, items: Value) -> (String, String) {
     }))
     .unwrap();
     let r = serde_json::to_value(engine().validate_topology("net", &req)).unwrap();
-    (r["status"].as_str().unwrap().to_string(), r["message"].as_str().unwrap_or_default().to_string())
+    (
+        r["status"].as_str().unwrap().to_string(),
+        r["message"].as_str().unwrap_or_default().to_string(),
+    )
 }
 
 #[test]
@@ -140,7 +158,10 @@ fn each_failure_is_listed_with_its_field_path_sorted() {
         ],
         "{msg}"
     );
-    assert!(msg.starts_with(r#"pack "net": 7 invalid variable value(s): "#), "{msg}");
+    assert!(
+        msg.starts_with(r#"pack "net": 7 invalid variable value(s): "#),
+        "{msg}"
+    );
     // The two root failures: the missing required `cidr` and the unknown `extra`.
     assert!(msg.contains("cidr"), "{msg}");
     assert!(msg.contains("extra"), "{msg}");
@@ -156,20 +177,31 @@ fn pattern_and_cel_rules() {
     assert!(msg.contains("variables[net].cidr: "), "{msg}");
     // CEL runs only once the value is structurally valid, like the API server.
     assert!(!msg.contains("nova"), "{msg}");
-    let (_, msg) = validate(json!([{"name": "net", "value": {"cidr": "10.0.0.0/8", "zones": ["nova"]}}]), json!([]));
-    assert_eq!(msg, r#"pack "net": 1 invalid variable value(s): variables[net].zones: the default zone "nova" cannot be listed"#);
+    let (_, msg) = validate(
+        json!([{"name": "net", "value": {"cidr": "10.0.0.0/8", "zones": ["nova"]}}]),
+        json!([]),
+    );
+    assert_eq!(
+        msg,
+        r#"pack "net": 1 invalid variable value(s): variables[net].zones: the default zone "nova" cannot be listed"#
+    );
 }
 
 #[test]
 fn per_machine_deployment_overrides_are_checked_once_per_deployment() {
-    let md = |fp: &str, kind: &str| json!({
-        "holderReference": {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment", "namespace": "ns", "name": "c1-md-0", "fieldPath": fp},
-        "object": {"apiVersion": "x/v1", "kind": kind, "spec": {}},
-        "variables": [{"name": "net", "value": {"cidr": "10.0.0.0/8", "mtu": 1}}]
-    });
+    let md = |fp: &str, kind: &str| {
+        json!({
+            "holderReference": {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment", "namespace": "ns", "name": "c1-md-0", "fieldPath": fp},
+            "object": {"apiVersion": "x/v1", "kind": kind, "spec": {}},
+            "variables": [{"name": "net", "value": {"cidr": "10.0.0.0/8", "mtu": 1}}]
+        })
+    };
     let (status, msg) = validate(
         json!([{"name": "net", "value": {"cidr": "10.0.0.0/8"}}]),
-        json!([md("spec.template.spec.infrastructureRef", "I"), md("spec.template.spec.bootstrap.configRef", "B")]),
+        json!([
+            md("spec.template.spec.infrastructureRef", "I"),
+            md("spec.template.spec.bootstrap.configRef", "B")
+        ]),
     );
     assert_eq!(status, "Failure");
     assert!(msg.starts_with(r#"pack "net": 1 invalid variable value(s): MachineDeployment c1-md-0: variables[net].mtu: "#), "{msg}");

@@ -9,13 +9,23 @@ use serde_json::{json, Value};
 const T: (&str, &str) = ("infra.example/v1", "Thing");
 const INFRA: (&str, &str, &str) = ("Cluster", "c1", "spec.infrastructureRef");
 const CP: (&str, &str, &str) = ("Cluster", "c1", "spec.controlPlaneRef");
-const CP_MACHINE_V1B1: (&str, &str, &str) =
-    ("KubeadmControlPlane", "c1-cp", "spec.machineTemplate.infrastructureRef");
-const CP_MACHINE_V1B2: (&str, &str, &str) =
-    ("KubeadmControlPlane", "c1-cp", "spec.machineTemplate.spec.infrastructureRef");
+const CP_MACHINE_V1B1: (&str, &str, &str) = (
+    "KubeadmControlPlane",
+    "c1-cp",
+    "spec.machineTemplate.infrastructureRef",
+);
+const CP_MACHINE_V1B2: (&str, &str, &str) = (
+    "KubeadmControlPlane",
+    "c1-cp",
+    "spec.machineTemplate.spec.infrastructureRef",
+);
 
 fn md_infra(name: &str) -> (&str, &str, &str) {
-    ("MachineDeployment", name, "spec.template.spec.infrastructureRef")
+    (
+        "MachineDeployment",
+        name,
+        "spec.template.spec.infrastructureRef",
+    )
 }
 
 /// A pack with one patch per matcher, each writing its own marker.
@@ -34,7 +44,13 @@ fn markers(patch: Option<&Value>) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|ops| {
             ops.iter()
-                .map(|o| o["path"].as_str().unwrap().trim_start_matches("/spec/template/spec/").to_string())
+                .map(|o| {
+                    o["path"]
+                        .as_str()
+                        .unwrap()
+                        .trim_start_matches("/spec/template/spec/")
+                        .to_string()
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -64,7 +80,13 @@ patches:
     );
     let req = request(
         json!([{"name": "flavor", "value": "m1.large"}]),
-        vec![item("u1", INFRA, T, json!({"flavor": "m1.small", "old": 1}), json!([]))],
+        vec![item(
+            "u1",
+            INFRA,
+            T,
+            json!({"flavor": "m1.small", "old": 1}),
+            json!([]),
+        )],
     );
     let got = patches(&generate_json(&e, "test", &req));
     assert_eq!(
@@ -85,23 +107,59 @@ fn each_match_resources_kind_selects_only_its_templates() {
         ("md", "{machineDeploymentClass: {names: [default-worker]}}"),
         ("mp", "{machinePoolClass: {names: [pool]}}"),
     ]));
-    let md_boot = ("MachineDeployment", "c1-md-0", "spec.template.spec.bootstrap.configRef");
-    let mp_boot = ("MachinePool", "c1-mp-0", "spec.template.spec.bootstrap.configRef");
-    let mp_infra = ("MachinePool", "c1-mp-0", "spec.template.spec.infrastructureRef");
+    let md_boot = (
+        "MachineDeployment",
+        "c1-md-0",
+        "spec.template.spec.bootstrap.configRef",
+    );
+    let mp_boot = (
+        "MachinePool",
+        "c1-mp-0",
+        "spec.template.spec.bootstrap.configRef",
+    );
+    let mp_infra = (
+        "MachinePool",
+        "c1-mp-0",
+        "spec.template.spec.infrastructureRef",
+    );
     let req = request(
         json!([]),
         vec![
             item("infra", INFRA, T, json!({}), json!([])),
             item("cp", CP, T, json!({}), json!([])),
             item("cpm", CP_MACHINE_V1B2, T, json!({}), json!([])),
-            item("mdb", md_boot, T, json!({}), md_vars("default-worker", "md-0")),
-            item("mdi", md_infra("c1-md-0"), T, json!({}), md_vars("default-worker", "md-0")),
+            item(
+                "mdb",
+                md_boot,
+                T,
+                json!({}),
+                md_vars("default-worker", "md-0"),
+            ),
+            item(
+                "mdi",
+                md_infra("c1-md-0"),
+                T,
+                json!({}),
+                md_vars("default-worker", "md-0"),
+            ),
             item("mpb", mp_boot, T, json!({}), mp_vars("pool", "mp-0")),
             item("mpi", mp_infra, T, json!({}), mp_vars("pool", "mp-0")),
             // Same holder as a matching item, but another template kind: never selected.
-            item("other", INFRA, ("infra.example/v1", "Other"), json!({}), json!([])),
+            item(
+                "other",
+                INFRA,
+                ("infra.example/v1", "Other"),
+                json!({}),
+                json!([]),
+            ),
             // Same kind, wrong version: the selector's apiVersion is an exact match.
-            item("oldver", INFRA, ("infra.example/v0", "Thing"), json!({}), json!([])),
+            item(
+                "oldver",
+                INFRA,
+                ("infra.example/v0", "Thing"),
+                json!({}),
+                json!([]),
+            ),
         ],
     );
     let got = patches(&generate_json(&e, "test", &req));
@@ -119,14 +177,23 @@ fn each_match_resources_kind_selects_only_its_templates() {
 
 #[test]
 fn control_plane_machine_template_under_both_contracts() {
-    let e = engine(&marker_pack(&[("cp", "{controlPlane: true}"), ("infra", "{infrastructureCluster: true}")]));
+    let e = engine(&marker_pack(&[
+        ("cp", "{controlPlane: true}"),
+        ("infra", "{infrastructureCluster: true}"),
+    ]));
     let req = request(
         json!([]),
         vec![
             item("v1beta1", CP_MACHINE_V1B1, T, json!({}), json!([])),
             item("v1beta2", CP_MACHINE_V1B2, T, json!({}), json!([])),
             // A controlPlaneRef held by something else than a Cluster is not the CP.
-            item("notcp", ("MachineDeployment", "x", "spec.controlPlaneRef"), T, json!({}), json!([])),
+            item(
+                "notcp",
+                ("MachineDeployment", "x", "spec.controlPlaneRef"),
+                T,
+                json!({}),
+                json!([]),
+            ),
         ],
     );
     let got = patches(&generate_json(&e, "test", &req));
@@ -138,7 +205,10 @@ fn control_plane_machine_template_under_both_contracts() {
 #[test]
 fn machine_deployment_class_globs() {
     let e = engine(&marker_pack(&[
-        ("exact", "{machineDeploymentClass: {names: [default-worker]}}"),
+        (
+            "exact",
+            "{machineDeploymentClass: {names: [default-worker]}}",
+        ),
         ("prefix", "{machineDeploymentClass: {names: [gpu-*]}}"),
         ("suffix", "{machineDeploymentClass: {names: ['*-large']}}"),
         ("all", "{machineDeploymentClass: {names: ['*']}}"),
@@ -152,7 +222,15 @@ fn machine_deployment_class_globs() {
     ];
     let items = classes
         .iter()
-        .map(|(uid, class)| item(uid, md_infra(&format!("c1-{uid}")), T, json!({}), md_vars(class, uid)))
+        .map(|(uid, class)| {
+            item(
+                uid,
+                md_infra(&format!("c1-{uid}")),
+                T,
+                json!({}),
+                md_vars(class, uid),
+            )
+        })
         .collect();
     let got = patches(&generate_json(&e, "test", &request(json!([]), items)));
     assert_eq!(markers(got.get("a")), ["exact", "all"]);
@@ -188,7 +266,13 @@ fn per_machine_deployment_override_wins_over_global_value() {
         json!([{"name": "flavor", "value": "m1.small"}]),
         vec![
             item("cp", CP_MACHINE_V1B2, T, json!({}), json!([])),
-            item("plain", md_infra("c1-md-plain"), T, json!({}), md_vars("w", "md-plain")),
+            item(
+                "plain",
+                md_infra("c1-md-plain"),
+                T,
+                json!({}),
+                md_vars("w", "md-plain"),
+            ),
             item("big", md_infra("c1-md-big"), T, json!({}), override_vars),
         ],
     );
@@ -217,7 +301,13 @@ patches:
     );
     let req = request(
         json!([]),
-        vec![item("u", md_infra("c1-md-0-abcde"), T, json!({}), md_vars("w", "md-0"))],
+        vec![item(
+            "u",
+            md_infra("c1-md-0-abcde"),
+            T,
+            json!({}),
+            md_vars("w", "md-0"),
+        )],
     );
     let got = patches(&generate_json(&e, "test", &req));
     assert_eq!(
@@ -268,10 +358,16 @@ patches:
 #[test]
 fn missing_variable_is_a_failure_naming_it() {
     let e = engine(FLAVOR_PACK);
-    let req = request(json!([]), vec![item("u", CP_MACHINE_V1B2, T, json!({}), json!([]))]);
+    let req = request(
+        json!([]),
+        vec![item("u", CP_MACHINE_V1B2, T, json!({}), json!([]))],
+    );
     let msg = failure(&generate_json(&e, "test", &req));
     assert!(msg.contains(r#"variable "flavor" not found"#), "{msg}");
-    assert!(msg.contains(r#"pack "test" patch "flavor" definitions[0].jsonPatches[0]"#), "{msg}");
+    assert!(
+        msg.contains(r#"pack "test" patch "flavor" definitions[0].jsonPatches[0]"#),
+        "{msg}"
+    );
     assert!(msg.contains("/spec/template/spec/flavor"), "{msg}");
 }
 
@@ -291,11 +387,23 @@ patches:
     - {op: add, path: /spec/template/spec/z, valueFrom: {variable: "o.zones[1]"}}
 "#,
     );
-    let ok = request(json!([{"name": "o", "value": {"zones": ["a", "b"]}}]), vec![item("u", INFRA, T, json!({}), json!([]))]);
-    assert_eq!(patches(&generate_json(&e, "test", &ok))["u"][0]["value"], "b");
-    let short = request(json!([{"name": "o", "value": {"zones": ["a"]}}]), vec![item("u", INFRA, T, json!({}), json!([]))]);
+    let ok = request(
+        json!([{"name": "o", "value": {"zones": ["a", "b"]}}]),
+        vec![item("u", INFRA, T, json!({}), json!([]))],
+    );
+    assert_eq!(
+        patches(&generate_json(&e, "test", &ok))["u"][0]["value"],
+        "b"
+    );
+    let short = request(
+        json!([{"name": "o", "value": {"zones": ["a"]}}]),
+        vec![item("u", INFRA, T, json!({}), json!([]))],
+    );
     let msg = failure(&generate_json(&e, "test", &short));
-    assert!(msg.contains("o.zones[1]") && msg.contains("out of range"), "{msg}");
+    assert!(
+        msg.contains("o.zones[1]") && msg.contains("out of range"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -310,7 +418,10 @@ fn an_op_capi_could_not_apply_is_a_failure() {
         let e = engine(&format!(
             "name: test\npatches:\n- name: p\n  definitions:\n  - selector: {{apiVersion: infra.example/v1, kind: Thing, matchResources: {{infrastructureCluster: true}}}}\n    jsonPatches:\n    - {{op: {op}, path: {path}{value}}}\n"
         ));
-        let req = request(json!([]), vec![item("u", INFRA, T, json!({"present": 1}), json!([]))]);
+        let req = request(
+            json!([]),
+            vec![item("u", INFRA, T, json!({"present": 1}), json!([]))],
+        );
         let msg = failure(&generate_json(&e, "test", &req));
         assert!(msg.contains(&format!("({op} {path})")), "{msg}");
         assert!(msg.contains("could not apply"), "{msg}");
@@ -342,7 +453,10 @@ patches:
     - {op: add, path: /spec/template/spec/list/-, value: z}
 "#,
     );
-    let req = request(json!([]), vec![item("u", INFRA, T, json!({"list": ["y"]}), json!([]))]);
+    let req = request(
+        json!([]),
+        vec![item("u", INFRA, T, json!({"list": ["y"]}), json!([]))],
+    );
     let got = patches(&generate_json(&e, "test", &req));
     assert_eq!(
         got["u"],
@@ -372,7 +486,13 @@ fn response_is_independent_of_item_order_and_uids() {
             .iter()
             .map(|&i| {
                 let (name, holder, vars) = &holders[i];
-                item(&format!("{name}-{round}"), *holder, T, json!({}), vars.clone())
+                item(
+                    &format!("{name}-{round}"),
+                    *holder,
+                    T,
+                    json!({}),
+                    vars.clone(),
+                )
             })
             .collect();
         let req = request(json!([{"name": "flavor", "value": "m1"}]), items);
@@ -381,9 +501,20 @@ fn response_is_independent_of_item_order_and_uids() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|i| i["uid"].as_str().unwrap().trim_end_matches(&format!("-{round}")).to_string())
+            .map(|i| {
+                i["uid"]
+                    .as_str()
+                    .unwrap()
+                    .trim_end_matches(&format!("-{round}"))
+                    .to_string()
+            })
             .collect();
-        let bodies: Vec<Value> = resp["items"].as_array().unwrap().iter().map(|i| i["patch"].clone()).collect();
+        let bodies: Vec<Value> = resp["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["patch"].clone())
+            .collect();
         match &seen {
             None => seen = Some((ids, bodies)),
             Some(first) => assert_eq!(first, &(ids, bodies), "order {order:?}"),
@@ -398,7 +529,11 @@ fn failure_message_is_independent_of_item_order() {
     let e = engine(FLAVOR_PACK);
     let a = item("ua", md_infra("c1-md-a"), T, json!({}), md_vars("w", "a"));
     let b = item("ub", md_infra("c1-md-b"), T, json!({}), md_vars("w", "b"));
-    let m1 = failure(&generate_json(&e, "test", &request(json!([]), vec![a.clone(), b.clone()])));
+    let m1 = failure(&generate_json(
+        &e,
+        "test",
+        &request(json!([]), vec![a.clone(), b.clone()]),
+    ));
     let m2 = failure(&generate_json(&e, "test", &request(json!([]), vec![b, a])));
     assert_eq!(m1, m2);
     assert!(m1.contains("MachineDeployment c1-md-a"), "{m1}");

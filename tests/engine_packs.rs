@@ -7,12 +7,18 @@ use stackhook::engine::pack::PackError;
 use stackhook::engine::{PackEngine, PatchEngine};
 
 fn fixture(rel: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/engine").join(rel);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/engine")
+        .join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn load_errors(file: &str) -> Vec<String> {
-    let name = Path::new(file).file_name().unwrap().to_string_lossy().into_owned();
+    let name = Path::new(file)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     match PackEngine::from_sources(vec![(name, fixture(file))]) {
         Ok(_) => panic!("{file} loaded but is invalid"),
         Err(e) => e.to_string().lines().map(str::to_string).collect(),
@@ -66,7 +72,11 @@ fn variable_rules_of_capi() {
 fn pack_name_must_be_a_dns_label() {
     let errs = load_errors("bad/name.yaml");
     assert_eq!(errs.len(), 1);
-    assert!(errs[0].starts_with(r#"name.yaml:1: name: "Not_A_Label" is not a DNS-1123 label"#), "{}", errs[0]);
+    assert!(
+        errs[0].starts_with(r#"name.yaml:1: name: "Not_A_Label" is not a DNS-1123 label"#),
+        "{}",
+        errs[0]
+    );
 }
 
 #[test]
@@ -106,10 +116,22 @@ variables:
     let err = PackEngine::from_sources(vec![("x.yaml".into(), src.into())]).unwrap_err();
     let problems = err.problems();
     assert_eq!(problems.len(), 2, "{err}");
-    assert_eq!(problems[0].place, "variables[0].schema.openAPIV3Schema.properties.count.default");
-    assert!(problems[0].problem.starts_with("default is not valid"), "{err}");
-    assert_eq!(problems[1].place, "variables[1].schema.openAPIV3Schema.x-kubernetes-validations[0].rule");
-    assert!(problems[1].problem.starts_with("CEL rule does not compile"), "{err}");
+    assert_eq!(
+        problems[0].place,
+        "variables[0].schema.openAPIV3Schema.properties.count.default"
+    );
+    assert!(
+        problems[0].problem.starts_with("default is not valid"),
+        "{err}"
+    );
+    assert_eq!(
+        problems[1].place,
+        "variables[1].schema.openAPIV3Schema.x-kubernetes-validations[0].rule"
+    );
+    assert!(
+        problems[1].problem.starts_with("CEL rule does not compile"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -138,8 +160,13 @@ fn directory_packs_become_handlers_and_other_files_are_ignored() {
 fn duplicate_pack_names_across_files() {
     let a = ("a.yaml".to_string(), "name: same\n".to_string());
     let b = ("b.yaml".to_string(), "\nname: same\n".to_string());
-    let err = PackEngine::from_sources(vec![b, a]).unwrap_err().to_string();
-    assert_eq!(err, r#"b.yaml:2: name: pack name "same" is already used by a.yaml"#);
+    let err = PackEngine::from_sources(vec![b, a])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        r#"b.yaml:2: name: pack name "same" is already used by a.yaml"#
+    );
 }
 
 #[test]

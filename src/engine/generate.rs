@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use super::pack::{Op, Pack, PatchValue};
 use super::selector;
 use super::variables::{self, VariableError};
-use crate::sdk::common::{Base64Bytes, PatchType};
+use crate::sdk::common::{Base64Bytes, PatchType, Variable};
 use crate::sdk::topology::{
     GeneratePatchesRequest, GeneratePatchesRequestItem, GeneratePatchesResponseItem,
 };
@@ -34,7 +34,12 @@ pub fn stable_order<T>(
     let mut idx: Vec<usize> = (0..items.len()).collect();
     let sort_key = |i: &usize| {
         let (h, obj) = key(&items[*i]);
-        let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let s = |k: &str| {
+            obj.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         let name = obj
             .get("metadata")
             .and_then(|m| m.get("name"))
@@ -58,7 +63,11 @@ pub fn stable_order<T>(
 
 fn describe(item: &GeneratePatchesRequestItem) -> String {
     let h = &item.holder_reference;
-    let kind = item.object.get("kind").and_then(Value::as_str).unwrap_or("template");
+    let kind = item
+        .object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("template");
     format!("{kind} of {} {} ({})", h.kind, h.name, h.field_path)
 }
 
@@ -66,10 +75,11 @@ pub fn generate(
     pack: &Pack,
     req: &GeneratePatchesRequest,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
+    let globals = defaulted(pack, &req.variables, true);
     let mut out = Vec::new();
     for i in stable_order(&req.items, |it| (&it.holder_reference, &it.object)) {
         let item = &req.items[i];
-        let ops = item_ops(pack, req, item)?;
+        let ops = item_ops(pack, &globals, item)?;
         if ops.is_empty() {
             continue;
         }
@@ -88,7 +98,7 @@ pub fn generate(
 /// applying it to the template as changed by the ops before it.
 fn item_ops(
     pack: &Pack,
-    req: &GeneratePatchesRequest,
+    globals: &[Variable],
     item: &GeneratePatchesRequestItem,
 ) -> Result<Vec<Value>, GenerateError> {
     let item_vars = variables::merge(&[], &item.variables);
@@ -101,14 +111,19 @@ fn item_ops(
             .iter()
             .enumerate()
             .filter(|(_, d)| {
-                selector::matches(&d.selector, &item.holder_reference, &item.object, &item_vars)
+                selector::matches(
+                    &d.selector,
+                    &item.holder_reference,
+                    &item.object,
+                    &item_vars,
+                )
             })
             .collect();
         if matching.is_empty() {
             continue;
         }
         let (var_map, vars) = &*merged.get_or_insert_with(|| {
-            let m = variables::merge(&req.variables, &item.variables);
+            let m = variables::merge(globals, &defaulted(pack, &item.variables, false));
             let v = Value::Object(m.clone());
             (m, v)
         });
@@ -153,13 +168,47 @@ fn item_ops(
                 };
                 let doc = working.get_or_insert_with(|| item.object.clone());
                 apply_one(doc, &op).map_err(|e| {
-                    fail(&place, format!("CAPI could not apply this patch to the template: {e}"))
+                    fail(
+                        &place,
+                        format!("CAPI could not apply this patch to the template: {e}"),
+                    )
                 })?;
                 ops.push(op);
             }
         }
     }
     Ok(ops)
+}
+
+/// The pack's variables with schema defaults applied, as CAPI applies them before
+/// calling (so values written before a pack gained a defaulted field still work).
+/// With `add_missing`, a variable absent but with a top-level default is added, as
+/// CAPI does for Cluster-level values; per-item overrides are never invented.
+fn defaulted(pack: &Pack, vars: &[Variable], add_missing: bool) -> Vec<Variable> {
+    let mut out: Vec<Variable> = vars
+        .iter()
+        .map(|v| match pack.variables.iter().find(|p| p.name == v.name) {
+            Some(p) => Variable {
+                name: v.name.clone(),
+                value: p.compiled.default_value(&v.value),
+            },
+            None => v.clone(),
+        })
+        .collect();
+    if add_missing {
+        for p in &pack.variables {
+            if out.iter().any(|v| v.name == p.name) {
+                continue;
+            }
+            if let Some(d) = p.schema.get("default") {
+                out.push(Variable {
+                    name: p.name.clone(),
+                    value: p.compiled.default_value(d),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Applies one op with RFC 6902 semantics (what CAPI's evanphx/json-patch does).

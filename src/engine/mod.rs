@@ -78,15 +78,15 @@ impl PatchEngine for EmptyEngine {
     }
 }
 
-pub mod template;
-pub mod yaml;
-pub mod pack;
-pub mod schema;
-pub mod generate;
-pub mod selector;
-pub mod variables;
 pub mod discover;
+pub mod generate;
+pub mod pack;
 pub mod packs;
+pub mod schema;
+pub mod selector;
+pub mod template;
 pub mod validate;
+pub mod variables;
+pub mod yaml;
 
 pub use packs::PackEngine;

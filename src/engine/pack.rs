@@ -19,7 +19,8 @@ use super::yaml;
 use crate::sdk::topology::VariableMetadata;
 
 /// The packs compiled into the binary.
-static EMBEDDED: include_dir::Dir<'static> = include_dir::include_dir!("$CARGO_MANIFEST_DIR/extensions");
+static EMBEDDED: include_dir::Dir<'static> =
+    include_dir::include_dir!("$CARGO_MANIFEST_DIR/extensions");
 
 /// One problem in one pack file, with its place (`patches[2].definitions[0]...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -360,14 +361,24 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
                 "\"builtin\" is reserved for CAPI's builtin variables",
             );
         } else if v.name.contains('.') {
-            p.add(format!("{place}.name"), "variable name must not contain \".\"");
+            p.add(
+                format!("{place}.name"),
+                "variable name must not contain \".\"",
+            );
         }
         if !names.insert(v.name.clone()) {
-            p.add(format!("{place}.name"), format!("duplicate variable {:?}", v.name));
+            p.add(
+                format!("{place}.name"),
+                format!("duplicate variable {:?}", v.name),
+            );
         }
         let schema_place = format!("{place}.schema.openAPIV3Schema");
         let mut schema_problems = Vec::new();
-        schema::check_structure(&v.schema.open_api_v3_schema, &schema_place, &mut schema_problems);
+        schema::check_structure(
+            &v.schema.open_api_v3_schema,
+            &schema_place,
+            &mut schema_problems,
+        );
         let compiled = if schema_problems.is_empty() {
             match CompiledSchema::compile(&v.schema.open_api_v3_schema) {
                 Ok(c) => Some(c),
@@ -400,38 +411,59 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
         if rp.name.is_empty() {
             p.add(format!("{place}.name"), "patch name must not be empty");
         } else if !patch_names.insert(rp.name.clone()) {
-            p.add(format!("{place}.name"), format!("duplicate patch {:?}", rp.name));
+            p.add(
+                format!("{place}.name"),
+                format!("duplicate patch {:?}", rp.name),
+            );
         }
         let enabled_if = match rp.enabled_if.as_deref() {
             None | Some("") => None,
             Some(src) => {
                 if src.len() > 256 {
-                    p.add(format!("{place}.enabledIf"), "must be at most 256 characters");
+                    p.add(
+                        format!("{place}.enabledIf"),
+                        "must be at most 256 characters",
+                    );
                 }
                 match Template::parse(src) {
                     Ok(t) => Some(Arc::new(t)),
                     Err(e) => {
-                        p.add(format!("{place}.enabledIf"), format!("template can not be parsed: {e}"));
+                        p.add(
+                            format!("{place}.enabledIf"),
+                            format!("template can not be parsed: {e}"),
+                        );
                         None
                     }
                 }
             }
         };
         if rp.definitions.is_empty() {
-            p.add(format!("{place}.definitions"), "at least one definition is required");
+            p.add(
+                format!("{place}.definitions"),
+                "at least one definition is required",
+            );
         }
         if rp.definitions.len() > 100 {
-            p.add(format!("{place}.definitions"), "at most 100 definitions are allowed");
+            p.add(
+                format!("{place}.definitions"),
+                "at most 100 definitions are allowed",
+            );
         }
         let mut definitions = Vec::new();
         for (d, rd) in rp.definitions.into_iter().enumerate() {
             let dplace = format!("{place}.definitions[{d}]");
             check_selector(&rd.selector, &format!("{dplace}.selector"), p);
             if rd.json_patches.is_empty() {
-                p.add(format!("{dplace}.jsonPatches"), "at least one jsonPatch is required");
+                p.add(
+                    format!("{dplace}.jsonPatches"),
+                    "at least one jsonPatch is required",
+                );
             }
             if rd.json_patches.len() > 100 {
-                p.add(format!("{dplace}.jsonPatches"), "at most 100 jsonPatches are allowed");
+                p.add(
+                    format!("{dplace}.jsonPatches"),
+                    "at most 100 jsonPatches are allowed",
+                );
             }
             let mut json_patches = Vec::new();
             for (j, rj) in rd.json_patches.into_iter().enumerate() {
@@ -488,8 +520,14 @@ fn check_selector(sel: &Selector, place: &str, p: &mut Problems<'_>) {
         p.add(format!("{place}.kind"), "must not be empty");
     }
     let m = &sel.match_resources;
-    let md = m.machine_deployment_class.as_ref().is_some_and(|c| !c.names.is_empty());
-    let mp = m.machine_pool_class.as_ref().is_some_and(|c| !c.names.is_empty());
+    let md = m
+        .machine_deployment_class
+        .as_ref()
+        .is_some_and(|c| !c.names.is_empty());
+    let mp = m
+        .machine_pool_class
+        .as_ref()
+        .is_some_and(|c| !c.names.is_empty());
     if !(m.infrastructure_cluster || m.control_plane || md || mp) {
         p.add(format!("{place}.matchResources"), "no selector enabled");
     }
@@ -527,13 +565,18 @@ fn check_json_patch(
         other => {
             p.add(
                 format!("{place}.op"),
-                format!("unsupported op {other:?}: supported values: \"add\", \"remove\", \"replace\""),
+                format!(
+                    "unsupported op {other:?}: supported values: \"add\", \"remove\", \"replace\""
+                ),
             );
             None
         }
     };
     if !rj.path.starts_with("/spec/") {
-        p.add(format!("{place}.path"), "jsonPatch path must start with \"/spec/\"");
+        p.add(
+            format!("{place}.path"),
+            "jsonPatch path must start with \"/spec/\"",
+        );
     }
     for part in rj.path.split('/') {
         // Go's strconv.Atoi: an optional sign then digits.
@@ -548,7 +591,10 @@ fn check_json_patch(
             ),
             Some(o @ (Op::Replace | Op::Remove)) => p.add(
                 format!("{place}.path"),
-                format!("elements in arrays can not be accessed in a {} operation", o.as_str()),
+                format!(
+                    "elements in arrays can not be accessed in a {} operation",
+                    o.as_str()
+                ),
             ),
             _ => {}
         }
@@ -625,7 +671,10 @@ pub fn load_all(files: Vec<(String, String)>) -> Result<Vec<Pack>, PackError> {
                         file: file.clone(),
                         place: "name".into(),
                         line: yaml::parse(src).ok().and_then(|d| d.line("name")),
-                        problem: format!("pack name {:?} is already used by {}", pack.name, other.file),
+                        problem: format!(
+                            "pack name {:?} is already used by {}",
+                            pack.name, other.file
+                        ),
                     });
                 } else {
                     packs.push(pack);

@@ -71,7 +71,11 @@ impl PatchEngine for PackEngine {
         }
     }
 
-    fn generate_patches(&self, handler: &str, req: &GeneratePatchesRequest) -> GeneratePatchesResponse {
+    fn generate_patches(
+        &self,
+        handler: &str,
+        req: &GeneratePatchesRequest,
+    ) -> GeneratePatchesResponse {
         let mut resp = GeneratePatchesResponse {
             api_version: API_VERSION.to_string(),
             kind: response_kind(Hook::GeneratePatches),
@@ -118,12 +122,20 @@ impl PatchEngine for PackEngine {
 
     fn validate_topology(&self, handler: &str, req: &ValidateTopologyRequest) -> CommonResponse {
         let Some(p) = self.pack(handler) else {
-            return CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Failure, self.unknown(handler));
+            return CommonResponse::new(
+                Hook::ValidateTopology,
+                ResponseStatus::Failure,
+                self.unknown(handler),
+            );
         };
         let failures = match guarded(|| Ok(validate::validate(p, req))) {
             Ok(f) => f,
             Err(message) => {
-                return CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Failure, message)
+                return CommonResponse::new(
+                    Hook::ValidateTopology,
+                    ResponseStatus::Failure,
+                    message,
+                )
             }
         };
         if failures.is_empty() {

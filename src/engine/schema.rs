@@ -84,7 +84,9 @@ fn check_node(s: &Value, place: &str, in_junctor: bool, out: &mut Vec<(String, S
         Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {}
         Some(Value::String(t)) => out.push((
             format!("{place}.type"),
-            format!("unsupported type {t:?}: one of object, array, string, integer, number, boolean"),
+            format!(
+                "unsupported type {t:?}: one of object, array, string, integer, number, boolean"
+            ),
         )),
         Some(_) => out.push((
             format!("{place}.type"),
@@ -105,7 +107,10 @@ fn check_node(s: &Value, place: &str, in_junctor: bool, out: &mut Vec<(String, S
     for key in ["maximum", "minimum"] {
         if let Some(v) = obj.get(key) {
             if v.as_i64().is_none() {
-                out.push((format!("{place}.{key}"), "must be an integer (int64)".into()));
+                out.push((
+                    format!("{place}.{key}"),
+                    "must be an integer (int64)".into(),
+                ));
             }
         }
     }
@@ -169,7 +174,12 @@ fn check_node(s: &Value, place: &str, in_junctor: bool, out: &mut Vec<(String, S
     }
     if let Some(ap) = obj.get("additionalProperties") {
         if !ap.is_boolean() {
-            check_node(ap, &format!("{place}.additionalProperties"), in_junctor, out);
+            check_node(
+                ap,
+                &format!("{place}.additionalProperties"),
+                in_junctor,
+                out,
+            );
         }
     }
     if let Some(items) = obj.get("items") {
@@ -182,7 +192,10 @@ fn check_node(s: &Value, place: &str, in_junctor: bool, out: &mut Vec<(String, S
     }
     if let Some(r) = obj.get("required") {
         if !r.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
-            out.push((format!("{place}.required"), "must be a list of strings".into()));
+            out.push((
+                format!("{place}.required"),
+                "must be a list of strings".into(),
+            ));
         }
     }
     for key in ["allOf", "anyOf", "oneOf"] {
@@ -238,7 +251,11 @@ fn to_json_schema(s: &Value) -> Value {
         let converted = match k.as_str() {
             "properties" => Value::Object(
                 v.as_object()
-                    .map(|m| m.iter().map(|(k, v)| (k.clone(), to_json_schema(v))).collect())
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), to_json_schema(v)))
+                            .collect()
+                    })
                     .unwrap_or_default(),
             ),
             "items" | "not" => to_json_schema(v),
@@ -258,7 +275,8 @@ fn to_json_schema(s: &Value) -> Value {
     if obj.contains_key("properties") && !obj.contains_key("additionalProperties") && !preserve {
         out.insert("additionalProperties".into(), Value::Bool(false));
     }
-    if obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) && !obj.contains_key("type")
+    if obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+        && !obj.contains_key("type")
     {
         out.insert(
             "anyOf".into(),
@@ -291,7 +309,10 @@ impl CelNode {
         let Some(obj) = s.as_object() else {
             return Ok(node);
         };
-        if let Some(rules) = obj.get("x-kubernetes-validations").and_then(Value::as_array) {
+        if let Some(rules) = obj
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        {
             for (i, r) in rules.iter().enumerate() {
                 let source = r.get("rule").and_then(Value::as_str).unwrap_or_default();
                 let program = CEL_ENV.compile(source).map_err(|e| {
@@ -320,7 +341,8 @@ impl CelNode {
         }
         if let Some(props) = obj.get("properties").and_then(Value::as_object) {
             for (k, v) in props {
-                let child = CelNode::build(v).map_err(|(p, e)| (format!(".properties.{k}{p}"), e))?;
+                let child =
+                    CelNode::build(v).map_err(|(p, e)| (format!(".properties.{k}{p}"), e))?;
                 if !child.is_empty() {
                     node.properties.insert(k.clone(), child);
                 }
@@ -360,7 +382,10 @@ impl CelNode {
             match eval_rule(&rule.program, value) {
                 Ok(true) => {}
                 Ok(false) => out.push((at, rule.message.clone())),
-                Err(e) => out.push((at, format!("rule {:?} could not be evaluated: {e}", rule.source))),
+                Err(e) => out.push((
+                    at,
+                    format!("rule {:?} could not be evaluated: {e}", rule.source),
+                )),
             }
         }
         match value {
@@ -423,12 +448,7 @@ impl CompiledSchema {
     /// Compiles a schema that passed [`check_structure`]. The error is
     /// `(place suffix, problem)`.
     pub fn compile(schema: &Value) -> Result<CompiledSchema, (String, String)> {
-        let validator = jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft4)
-            .should_validate_formats(true)
-            .should_ignore_unknown_formats(true)
-            .build(&to_json_schema(schema))
-            .map_err(|e| (String::new(), format!("invalid schema: {e}")))?;
+        let validator = validator_for(schema).map_err(|e| (String::new(), e))?;
         let cel = CelNode::build(schema)?;
         let compiled = CompiledSchema {
             schema: schema.clone(),
@@ -447,19 +467,17 @@ impl CompiledSchema {
         if let Some(d) = obj.get("default") {
             let node = CompiledSchema {
                 schema: s.clone(),
-                validator: jsonschema::options()
-                    .with_draft(jsonschema::Draft::Draft4)
-                    .should_validate_formats(true)
-                    .should_ignore_unknown_formats(true)
-                    .build(&to_json_schema(s))
-                    .map_err(|e| (place.to_string(), format!("invalid schema: {e}")))?,
+                validator: validator_for(s).map_err(|e| (place.to_string(), e))?,
                 cel: CelNode::default(),
             };
             let errors = node.validate(d);
             if let Some((p, e)) = errors.first() {
                 return Err((
                     format!("{place}.default"),
-                    format!("default is not valid: {}: {e}", if p.is_empty() { "value" } else { p }),
+                    format!(
+                        "default is not valid: {}: {e}",
+                        if p.is_empty() { "value" } else { p }
+                    ),
                 ));
             }
         }
@@ -503,6 +521,47 @@ impl CompiledSchema {
         out.sort();
         out.dedup();
         out
+    }
+}
+
+/// Draft 4 plus the Kubernetes formats packs use that draft 4 lacks. Formats that
+/// are unknown here are not checked, as the API server ignores unknown formats.
+fn validator_for(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .should_validate_formats(true)
+        .should_ignore_unknown_formats(true)
+        .with_format("uuid", is_uuid)
+        .with_format("cidr", is_cidr)
+        .build(&to_json_schema(schema))
+        .map_err(|e| format!("invalid schema: {e}"))
+}
+
+/// 8-4-4-4-12 hex digits, either case (Kubernetes' `uuid` format).
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `address/prefix` for IPv4 or IPv6 (Kubernetes' `cidr` format, Go's ParseCIDR).
+fn is_cidr(s: &str) -> bool {
+    let Some((addr, prefix)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    if prefix.to_string().len() != s.len() - addr.len() - 1 {
+        return false;
+    }
+    match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => prefix <= 32,
+        Ok(std::net::IpAddr::V6(_)) => prefix <= 128,
+        Err(_) => false,
     }
 }
 
@@ -593,11 +652,32 @@ mod tests {
         let c = CompiledSchema::compile(&s).unwrap();
         let v = c.default_value(&json!({"b": "y"}));
         assert_eq!(v["a"], 2);
-        assert_eq!(c.validate(&v), vec![(".b".to_string(), "must start with x".to_string())]);
+        assert_eq!(
+            c.validate(&v),
+            vec![(".b".to_string(), "must start with x".to_string())]
+        );
         let errs = c.validate(&json!({"a": 0, "zz": 1}));
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert_eq!(errs[0].0, "");
         assert_eq!(errs[1].0, ".a");
+    }
+
+    #[test]
+    fn kubernetes_formats() {
+        let c = CompiledSchema::compile(&json!({"type": "object", "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "net": {"type": "string", "format": "cidr"},
+            "other": {"type": "string", "format": "made-up"}
+        }}))
+        .unwrap();
+        let ok =
+            json!({"id": "6F3C2D1E-9b8a-4c7d-8e6f-5a4b3c2d1e0f", "net": "fd00::/64", "other": "x"});
+        assert!(c.validate(&ok).is_empty());
+        let bad = json!({"id": "6f3c2d1e-9b8a-4c7d-8e6f", "net": "10.0.0.0/33"});
+        let paths: Vec<String> = c.validate(&bad).into_iter().map(|e| e.0).collect();
+        assert_eq!(paths, [".id", ".net"]);
+        assert!(!is_cidr("10.0.0.0/+8"));
+        assert!(is_cidr("10.0.0.0/8"));
     }
 
     #[test]

@@ -68,9 +68,7 @@ pub fn lookup<'a>(vars: &'a Map<String, Value>, path: &str) -> Result<&'a Value,
     for seg in segments {
         let (key, indexes) = split_indexes(seg).map_err(bad)?;
         cur = match cur {
-            Value::Object(m) => m
-                .get(key)
-                .ok_or_else(|| bad(format!("no field {key:?}")))?,
+            Value::Object(m) => m.get(key).ok_or_else(|| bad(format!("no field {key:?}")))?,
             _ => return Err(bad(format!("cannot read field {key:?}: not an object"))),
         };
         cur = index_into(cur, key, &indexes).map_err(bad)?;
@@ -97,10 +95,12 @@ fn split_indexes(seg: &str) -> Result<(&str, Vec<usize>), String> {
             .strip_prefix('[')
             .and_then(|r| r.split_once(']'))
             .ok_or_else(|| format!("malformed index in {seg:?}"))?;
-        let n = inner
-            .0
-            .parse::<usize>()
-            .map_err(|_| format!("index {:?} in {seg:?} is not a non-negative integer", inner.0))?;
+        let n = inner.0.parse::<usize>().map_err(|_| {
+            format!(
+                "index {:?} in {seg:?} is not a non-negative integer",
+                inner.0
+            )
+        })?;
         idx.push(n);
         rest = inner.1;
     }
@@ -110,9 +110,9 @@ fn split_indexes(seg: &str) -> Result<(&str, Vec<usize>), String> {
 fn index_into<'a>(mut v: &'a Value, key: &str, idx: &[usize]) -> Result<&'a Value, String> {
     for &i in idx {
         v = match v {
-            Value::Array(a) => a
-                .get(i)
-                .ok_or_else(|| format!("index {i} out of range for {key:?} (length {})", a.len()))?,
+            Value::Array(a) => a.get(i).ok_or_else(|| {
+                format!("index {i} out of range for {key:?} (length {})", a.len())
+            })?,
             _ => return Err(format!("cannot index {key:?}: not a list")),
         };
     }
@@ -135,11 +135,17 @@ mod tests {
     fn item_wins_and_builtin_deep_merges() {
         let g = [
             var("a", json!(1)),
-            var("builtin", json!({"cluster": {"name": "c1", "topology": {"version": "v1"}}})),
+            var(
+                "builtin",
+                json!({"cluster": {"name": "c1", "topology": {"version": "v1"}}}),
+            ),
         ];
         let i = [
             var("a", json!(2)),
-            var("builtin", json!({"machineDeployment": {"class": "w"}, "cluster": {"topology": {"class": "cc"}}})),
+            var(
+                "builtin",
+                json!({"machineDeployment": {"class": "w"}, "cluster": {"topology": {"class": "cc"}}}),
+            ),
         ];
         let m = merge(&g, &i);
         assert_eq!(m["a"], 2);

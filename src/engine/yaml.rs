@@ -173,7 +173,10 @@ mod tests {
         assert_eq!(doc.line("name"), Some(1));
         assert_eq!(doc.line("patches[0].name"), Some(3));
         assert_eq!(doc.line("patches[0].definitions[0].selector"), Some(5));
-        assert_eq!(doc.line("patches[0].definitions[0].jsonPatches[3]"), Some(5));
+        assert_eq!(
+            doc.line("patches[0].definitions[0].jsonPatches[3]"),
+            Some(5)
+        );
     }
 
     /// Pack files read like kubectl reads a ClusterClass (YAML 1.1 booleans), so an

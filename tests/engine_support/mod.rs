@@ -87,13 +87,18 @@ pub fn patches(resp: &Value) -> BTreeMap<String, Value> {
         let patch: Value = serde_json::from_slice(&bytes).expect("patch is JSON");
         assert!(patch.is_array());
         let uid = it["uid"].as_str().unwrap().to_string();
-        assert!(out.insert(uid.clone(), patch).is_none(), "two items for uid {uid}");
+        assert!(
+            out.insert(uid.clone(), patch).is_none(),
+            "two items for uid {uid}"
+        );
     }
     out
 }
 
 pub fn failure(resp: &Value) -> String {
     assert_eq!(resp["status"], "Failure", "expected a Failure: {resp}");
-    assert!(resp.get("items").is_none_or(|i| i.as_array().is_none_or(Vec::is_empty)));
+    assert!(resp
+        .get("items")
+        .is_none_or(|i| i.as_array().is_none_or(Vec::is_empty)));
     resp["message"].as_str().unwrap_or_default().to_string()
 }
