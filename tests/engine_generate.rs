@@ -554,3 +554,24 @@ fn no_matching_template_gives_no_items() {
     assert_eq!(resp["status"], "Success");
     assert!(patches(&resp).is_empty());
 }
+
+#[test]
+fn odd_input_is_answered_not_panicked_on() {
+    let e = engine(FLAVOR_PACK);
+    let raw = json!({
+        "variables": [{"name": "builtin", "value": "not an object"}, {"name": "flavor", "value": {"deep": [1, 2]}}],
+        "items": [
+            {"uid": "a", "holderReference": {"apiVersion": "", "kind": "", "namespace": "", "name": "", "fieldPath": ""}, "object": "text"},
+            {"uid": "b", "holderReference": {"apiVersion": "x", "kind": "MachineDeployment", "namespace": "n", "name": "m", "fieldPath": "spec.template.spec.infrastructureRef"},
+             "object": {"apiVersion": "infra.example/v1", "kind": "Thing", "spec": []},
+             "variables": [{"name": "builtin", "value": {"machineDeployment": {"class": 7}}}]},
+            {"uid": "c", "holderReference": {"apiVersion": "x", "kind": "KubeadmControlPlane", "namespace": "n", "name": "cp", "fieldPath": "spec.machineTemplate.infrastructureRef"},
+             "object": {"apiVersion": "infra.example/v1", "kind": "Thing", "spec": "scalar"}}
+        ]
+    });
+    let req = serde_json::from_value(raw).unwrap();
+    let resp = generate_json(&e, "test", &req);
+    // The CP template's spec is not an object, so `add` has no parent: a Failure.
+    let msg = failure(&resp);
+    assert!(msg.contains("KubeadmControlPlane cp"), "{msg}");
+}
