@@ -77,3 +77,16 @@ impl PatchEngine for EmptyEngine {
         CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Success, "")
     }
 }
+
+pub mod discover;
+pub mod generate;
+pub mod pack;
+pub mod packs;
+pub mod schema;
+pub mod selector;
+pub mod template;
+pub mod validate;
+pub mod variables;
+pub mod yaml;
+
+pub use packs::PackEngine;

@@ -1,0 +1,689 @@
+//! Variable schemas: CAPI's load-time rules, defaulting, validation and CEL rules.
+//!
+//! CAPI accepts only a subset of OpenAPI v3 for variables (§5 of the spec); a pack
+//! schema that CAPI would reject must not load, or the ClusterClass using the pack
+//! would go `VariablesReady=False`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+const ALLOWED_KEYS: &[&str] = &[
+    "description",
+    "example",
+    "type",
+    "properties",
+    "additionalProperties",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "items",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "format",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maximum",
+    "minimum",
+    "exclusiveMaximum",
+    "exclusiveMinimum",
+    "x-kubernetes-preserve-unknown-fields",
+    "enum",
+    "default",
+    "x-kubernetes-validations",
+    "x-metadata",
+    "x-kubernetes-int-or-string",
+    "allOf",
+    "oneOf",
+    "anyOf",
+    "not",
+];
+
+const TYPES: &[&str] = &["object", "array", "string", "integer", "number", "boolean"];
+
+/// Keys a structural schema forbids inside `allOf`/`anyOf`/`oneOf`/`not`.
+const NOT_IN_JUNCTORS: &[&str] = &[
+    "type",
+    "default",
+    "description",
+    "additionalProperties",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-validations",
+    "x-metadata",
+];
+
+/// Checks a schema's shape; problems are `(place, problem)`.
+pub fn check_structure(schema: &Value, place: &str, out: &mut Vec<(String, String)>) {
+    check_node(schema, place, false, out);
+}
+
+fn check_node(s: &Value, place: &str, in_junctor: bool, out: &mut Vec<(String, String)>) {
+    let Some(obj) = s.as_object() else {
+        out.push((place.to_string(), "schema must be an object".into()));
+        return;
+    };
+    for key in obj.keys() {
+        if !ALLOWED_KEYS.contains(&key.as_str()) {
+            out.push((
+                format!("{place}.{key}"),
+                "field not allowed in a ClusterClass variable schema".into(),
+            ));
+        }
+        if in_junctor && NOT_IN_JUNCTORS.contains(&key.as_str()) {
+            out.push((
+                format!("{place}.{key}"),
+                "must not be set inside allOf, anyOf, oneOf or not (structural schema)".into(),
+            ));
+        }
+    }
+    match obj.get("type") {
+        Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {}
+        Some(Value::String(t)) => out.push((
+            format!("{place}.type"),
+            format!(
+                "unsupported type {t:?}: one of object, array, string, integer, number, boolean"
+            ),
+        )),
+        Some(_) => out.push((
+            format!("{place}.type"),
+            "type must be a single string (a list of types cannot be decoded by CAPI)".into(),
+        )),
+        None => {
+            let int_or_string = obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+            let preserve =
+                obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            if !in_junctor && !int_or_string && !preserve {
+                out.push((
+                    place.to_string(),
+                    "type must be set (structural schema)".into(),
+                ));
+            }
+        }
+    }
+    for key in ["maximum", "minimum"] {
+        if let Some(v) = obj.get(key) {
+            if v.as_i64().is_none() {
+                out.push((
+                    format!("{place}.{key}"),
+                    "must be an integer (int64)".into(),
+                ));
+            }
+        }
+    }
+    for key in [
+        "maxProperties",
+        "minProperties",
+        "maxItems",
+        "minItems",
+        "maxLength",
+        "minLength",
+    ] {
+        if let Some(v) = obj.get(key) {
+            if v.as_i64().is_none_or(|n| n < 0) {
+                out.push((
+                    format!("{place}.{key}"),
+                    "must be a non-negative integer".into(),
+                ));
+            }
+        }
+    }
+    for key in [
+        "exclusiveMaximum",
+        "exclusiveMinimum",
+        "uniqueItems",
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-int-or-string",
+    ] {
+        if let Some(v) = obj.get(key) {
+            if !v.is_boolean() {
+                out.push((format!("{place}.{key}"), "must be a boolean".into()));
+            }
+        }
+    }
+    if let Some(v) = obj.get("pattern") {
+        if !v.is_string() {
+            out.push((format!("{place}.pattern"), "must be a string".into()));
+        }
+    }
+    if let Some(e) = obj.get("enum") {
+        match e.as_array() {
+            Some(a) if a.len() <= 100 => {}
+            Some(_) => out.push((format!("{place}.enum"), "at most 100 values".into())),
+            None => out.push((format!("{place}.enum"), "must be a list".into())),
+        }
+    }
+    if obj.contains_key("properties") && obj.contains_key("additionalProperties") {
+        out.push((
+            place.to_string(),
+            "properties and additionalProperties are mutually exclusive".into(),
+        ));
+    }
+    if let Some(props) = obj.get("properties") {
+        match props.as_object() {
+            Some(m) => {
+                for (k, v) in m {
+                    check_node(v, &format!("{place}.properties.{k}"), in_junctor, out);
+                }
+            }
+            None => out.push((format!("{place}.properties"), "must be a map".into())),
+        }
+    }
+    if let Some(ap) = obj.get("additionalProperties") {
+        if !ap.is_boolean() {
+            check_node(
+                ap,
+                &format!("{place}.additionalProperties"),
+                in_junctor,
+                out,
+            );
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        check_node(items, &format!("{place}.items"), in_junctor, out);
+    } else if obj.get("type") == Some(&Value::String("array".into())) && !in_junctor {
+        out.push((
+            format!("{place}.items"),
+            "items must be set for type array (structural schema)".into(),
+        ));
+    }
+    if let Some(r) = obj.get("required") {
+        if !r.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+            out.push((
+                format!("{place}.required"),
+                "must be a list of strings".into(),
+            ));
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(list) = obj.get(key) {
+            match list.as_array() {
+                Some(a) => {
+                    for (i, v) in a.iter().enumerate() {
+                        check_node(v, &format!("{place}.{key}[{i}]"), true, out);
+                    }
+                }
+                None => out.push((format!("{place}.{key}"), "must be a list".into())),
+            }
+        }
+    }
+    if let Some(n) = obj.get("not") {
+        check_node(n, &format!("{place}.not"), true, out);
+    }
+    if let Some(rules) = obj.get("x-kubernetes-validations") {
+        match rules.as_array() {
+            Some(a) => {
+                for (i, r) in a.iter().enumerate() {
+                    let rp = format!("{place}.x-kubernetes-validations[{i}]");
+                    match r.get("rule").and_then(Value::as_str) {
+                        Some(rule) => {
+                            if let Err(e) = CEL_ENV.compile(rule) {
+                                out.push((
+                                    format!("{rp}.rule"),
+                                    format!("CEL rule does not compile: {e}"),
+                                ));
+                            }
+                        }
+                        None => out.push((format!("{rp}.rule"), "rule must be a string".into())),
+                    }
+                }
+            }
+            None => out.push((
+                format!("{place}.x-kubernetes-validations"),
+                "must be a list".into(),
+            )),
+        }
+    }
+}
+
+/// Converts a (checked) CAPI variable schema to the JSON Schema draft 4 the validator
+/// reads. Objects with `properties` reject unknown fields, as CAPI does for variable
+/// values, unless `x-kubernetes-preserve-unknown-fields` is set.
+fn to_json_schema(s: &Value) -> Value {
+    let Some(obj) = s.as_object() else {
+        return s.clone();
+    };
+    let mut out = Map::new();
+    for (k, v) in obj {
+        let converted = match k.as_str() {
+            "properties" => Value::Object(
+                v.as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), to_json_schema(v)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            "items" | "not" => to_json_schema(v),
+            "additionalProperties" if v.is_object() => to_json_schema(v),
+            "allOf" | "anyOf" | "oneOf" => Value::Array(
+                v.as_array()
+                    .map(|a| a.iter().map(to_json_schema).collect())
+                    .unwrap_or_default(),
+            ),
+            // Not JSON Schema keywords; CEL and metadata are handled elsewhere.
+            "default" | "example" | "x-kubernetes-validations" | "x-metadata" => continue,
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), converted);
+    }
+    let preserve = obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if obj.contains_key("properties") && !obj.contains_key("additionalProperties") && !preserve {
+        out.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    if obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+        && !obj.contains_key("type")
+    {
+        out.insert(
+            "anyOf".into(),
+            serde_json::json!([{"type": "integer"}, {"type": "string"}]),
+        );
+    }
+    Value::Object(out)
+}
+
+/// A CEL rule compiled once, at load time.
+struct Rule {
+    program: cel::Program,
+    source: String,
+    message: String,
+    field_path: String,
+}
+
+/// CEL rules by schema node, mirroring the schema's tree.
+#[derive(Default)]
+struct CelNode {
+    rules: Vec<Rule>,
+    properties: BTreeMap<String, CelNode>,
+    items: Option<Box<CelNode>>,
+    additional: Option<Box<CelNode>>,
+}
+
+impl CelNode {
+    fn build(s: &Value) -> Result<CelNode, (String, String)> {
+        let mut node = CelNode::default();
+        let Some(obj) = s.as_object() else {
+            return Ok(node);
+        };
+        if let Some(rules) = obj
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        {
+            for (i, r) in rules.iter().enumerate() {
+                let source = r.get("rule").and_then(Value::as_str).unwrap_or_default();
+                let program = CEL_ENV.compile(source).map_err(|e| {
+                    (
+                        format!(".x-kubernetes-validations[{i}].rule"),
+                        format!("CEL rule does not compile: {e}"),
+                    )
+                })?;
+                let message = r
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .filter(|m| !m.is_empty())
+                    .map_or_else(|| format!("failed rule: {source}"), str::to_string);
+                let field_path = r
+                    .get("fieldPath")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                node.rules.push(Rule {
+                    program,
+                    source: source.to_string(),
+                    message,
+                    field_path,
+                });
+            }
+        }
+        if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                let child =
+                    CelNode::build(v).map_err(|(p, e)| (format!(".properties.{k}{p}"), e))?;
+                if !child.is_empty() {
+                    node.properties.insert(k.clone(), child);
+                }
+            }
+        }
+        if let Some(items) = obj.get("items") {
+            let child = CelNode::build(items).map_err(|(p, e)| (format!(".items{p}"), e))?;
+            if !child.is_empty() {
+                node.items = Some(Box::new(child));
+            }
+        }
+        if let Some(ap) = obj.get("additionalProperties").filter(|v| v.is_object()) {
+            let child =
+                CelNode::build(ap).map_err(|(p, e)| (format!(".additionalProperties{p}"), e))?;
+            if !child.is_empty() {
+                node.additional = Some(Box::new(child));
+            }
+        }
+        Ok(node)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+            && self.properties.is_empty()
+            && self.items.is_none()
+            && self.additional.is_none()
+    }
+
+    fn eval(&self, value: &Value, path: &str, out: &mut Vec<(String, String)>) {
+        for rule in &self.rules {
+            // Transition rules need the old value, which a hook request never has;
+            // the API server skips them on create for the same reason.
+            if rule.source.contains("oldSelf") {
+                continue;
+            }
+            let at = format!("{path}{}", rule.field_path);
+            match eval_rule(&rule.program, value) {
+                Ok(true) => {}
+                Ok(false) => out.push((at, rule.message.clone())),
+                Err(e) => out.push((
+                    at,
+                    format!("rule {:?} could not be evaluated: {e}", rule.source),
+                )),
+            }
+        }
+        match value {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let child = self.properties.get(k).or(self.additional.as_deref());
+                    if let Some(child) = child {
+                        child.eval(v, &format!("{path}.{k}"), out);
+                    }
+                }
+            }
+            Value::Array(a) => {
+                if let Some(items) = &self.items {
+                    for (i, v) in a.iter().enumerate() {
+                        items.eval(v, &format!("{path}[{i}]"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The CEL environment: the standard library plus the strings extension that
+/// Kubernetes rules commonly use. Built once.
+static CEL_ENV: std::sync::LazyLock<Arc<cel::Env>> = std::sync::LazyLock::new(|| {
+    let mut env = cel::Env::stdlib();
+    // Only fails on a duplicate declaration, which a fresh stdlib cannot have.
+    let _ = env.add_extension(cel::extensions::strings);
+    Arc::new(env)
+});
+
+fn eval_rule(program: &cel::Program, value: &Value) -> Result<bool, String> {
+    let self_value = cel::to_value(value).map_err(|e| e.to_string())?;
+    let mut ctx = cel::Context::with_env(Arc::clone(&CEL_ENV));
+    ctx.add_variable_from_value("self", self_value);
+    match program.execute(&ctx) {
+        Ok(cel::Value::Bool(b)) => Ok(b),
+        Ok(other) => Err(format!("result is not a boolean: {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A variable schema ready to default and validate values.
+pub struct CompiledSchema {
+    schema: Value,
+    validator: jsonschema::Validator,
+    cel: CelNode,
+}
+
+impl std::fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledSchema")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledSchema {
+    /// Compiles a schema that passed [`check_structure`]. The error is
+    /// `(place suffix, problem)`.
+    pub fn compile(schema: &Value) -> Result<CompiledSchema, (String, String)> {
+        let validator = validator_for(schema).map_err(|e| (String::new(), e))?;
+        let cel = CelNode::build(schema)?;
+        let compiled = CompiledSchema {
+            schema: schema.clone(),
+            validator,
+            cel,
+        };
+        compiled.check_defaults(schema, "")?;
+        Ok(compiled)
+    }
+
+    /// Every `default` must itself be valid for its node, as the API server requires.
+    fn check_defaults(&self, s: &Value, place: &str) -> Result<(), (String, String)> {
+        let Some(obj) = s.as_object() else {
+            return Ok(());
+        };
+        if let Some(d) = obj.get("default") {
+            let node = CompiledSchema {
+                schema: s.clone(),
+                validator: validator_for(s).map_err(|e| (place.to_string(), e))?,
+                cel: CelNode::default(),
+            };
+            let errors = node.validate(d);
+            if let Some((p, e)) = errors.first() {
+                return Err((
+                    format!("{place}.default"),
+                    format!(
+                        "default is not valid: {}: {e}",
+                        if p.is_empty() { "value" } else { p }
+                    ),
+                ));
+            }
+        }
+        if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                self.check_defaults(v, &format!("{place}.properties.{k}"))?;
+            }
+        }
+        if let Some(items) = obj.get("items") {
+            self.check_defaults(items, &format!("{place}.items"))?;
+        }
+        if let Some(ap) = obj.get("additionalProperties") {
+            self.check_defaults(ap, &format!("{place}.additionalProperties"))?;
+        }
+        Ok(())
+    }
+
+    /// The value with schema defaults filled in, as CAPI does before it sends values.
+    pub fn default_value(&self, value: &Value) -> Value {
+        let mut v = value.clone();
+        apply_defaults(&self.schema, &mut v);
+        v
+    }
+
+    /// Validation failures as `(field path relative to the value, message)`, sorted.
+    /// Paths look like `.flavors.worker` or `.zones[1]`; the value itself is `""`.
+    pub fn validate(&self, value: &Value) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .validator
+            .iter_errors(value)
+            .map(|e| {
+                (
+                    pointer_to_path(value, e.instance_path().as_str()),
+                    e.to_string(),
+                )
+            })
+            .collect();
+        if out.is_empty() {
+            self.cel.eval(value, "", &mut out);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Draft 4 plus the Kubernetes formats packs use that draft 4 lacks. Formats that
+/// are unknown here are not checked, as the API server ignores unknown formats.
+fn validator_for(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .should_validate_formats(true)
+        .should_ignore_unknown_formats(true)
+        .with_format("uuid", is_uuid)
+        .with_format("cidr", is_cidr)
+        .build(&to_json_schema(schema))
+        .map_err(|e| format!("invalid schema: {e}"))
+}
+
+/// 8-4-4-4-12 hex digits, either case (Kubernetes' `uuid` format).
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `address/prefix` for IPv4 or IPv6 (Kubernetes' `cidr` format, Go's ParseCIDR).
+fn is_cidr(s: &str) -> bool {
+    let Some((addr, prefix)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    if prefix.to_string().len() != s.len() - addr.len() - 1 {
+        return false;
+    }
+    match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => prefix <= 32,
+        Ok(std::net::IpAddr::V6(_)) => prefix <= 128,
+        Err(_) => false,
+    }
+}
+
+fn apply_defaults(s: &Value, v: &mut Value) {
+    let Some(obj) = s.as_object() else { return };
+    match v {
+        Value::Object(m) => {
+            if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+                for (k, ps) in props {
+                    if !m.contains_key(k) {
+                        if let Some(d) = ps.get("default") {
+                            m.insert(k.clone(), d.clone());
+                        }
+                    }
+                    if let Some(child) = m.get_mut(k) {
+                        apply_defaults(ps, child);
+                    }
+                }
+            }
+            if let Some(ap) = obj.get("additionalProperties").filter(|a| a.is_object()) {
+                for child in m.values_mut() {
+                    apply_defaults(ap, child);
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = obj.get("items") {
+                for child in a {
+                    apply_defaults(items, child);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `/a/0/b` → `.a[0].b`, reading the value to tell list indexes from map keys.
+fn pointer_to_path(value: &Value, pointer: &str) -> String {
+    let mut out = String::new();
+    let mut cur = Some(value);
+    for raw in pointer.split('/').skip(1) {
+        let seg = raw.replace("~1", "/").replace("~0", "~");
+        match cur {
+            Some(Value::Array(a)) => {
+                out.push_str(&format!("[{seg}]"));
+                cur = seg.parse::<usize>().ok().and_then(|i| a.get(i));
+            }
+            Some(Value::Object(m)) => {
+                out.push('.');
+                out.push_str(&seg);
+                cur = m.get(&seg);
+            }
+            _ => {
+                out.push('.');
+                out.push_str(&seg);
+                cur = None;
+            }
+        }
+    }
+    out
+}
+
+// `cel::Program` is shared between request threads through `Arc<Pack>`.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<CompiledSchema>();
+    assert_send_sync::<Arc<CompiledSchema>>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn type_list_is_rejected() {
+        let mut out = Vec::new();
+        check_structure(&json!({"type": ["string", "null"]}), "s", &mut out);
+        assert_eq!(out[0].0, "s.type");
+    }
+
+    #[test]
+    fn unknown_fields_and_cel() {
+        let s = json!({"type": "object", "properties": {
+            "a": {"type": "integer", "minimum": 1, "default": 2},
+            "b": {"type": "string", "x-kubernetes-validations": [{"rule": "self.startsWith('x')", "message": "must start with x"}]}
+        }});
+        let c = CompiledSchema::compile(&s).unwrap();
+        let v = c.default_value(&json!({"b": "y"}));
+        assert_eq!(v["a"], 2);
+        assert_eq!(
+            c.validate(&v),
+            vec![(".b".to_string(), "must start with x".to_string())]
+        );
+        let errs = c.validate(&json!({"a": 0, "zz": 1}));
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert_eq!(errs[0].0, "");
+        assert_eq!(errs[1].0, ".a");
+    }
+
+    #[test]
+    fn kubernetes_formats() {
+        let c = CompiledSchema::compile(&json!({"type": "object", "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "net": {"type": "string", "format": "cidr"},
+            "other": {"type": "string", "format": "made-up"}
+        }}))
+        .unwrap();
+        let ok =
+            json!({"id": "6F3C2D1E-9b8a-4c7d-8e6f-5a4b3c2d1e0f", "net": "fd00::/64", "other": "x"});
+        assert!(c.validate(&ok).is_empty());
+        let bad = json!({"id": "6f3c2d1e-9b8a-4c7d-8e6f", "net": "10.0.0.0/33"});
+        let paths: Vec<String> = c.validate(&bad).into_iter().map(|e| e.0).collect();
+        assert_eq!(paths, [".id", ".net"]);
+        assert!(!is_cidr("10.0.0.0/+8"));
+        assert!(is_cidr("10.0.0.0/8"));
+    }
+
+    #[test]
+    fn bad_default_is_rejected() {
+        let s = json!({"type": "integer", "minimum": 1, "default": 0});
+        let err = CompiledSchema::compile(&s).unwrap_err();
+        assert_eq!(err.0, ".default");
+    }
+}
