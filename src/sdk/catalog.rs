@@ -57,7 +57,9 @@ impl FromStr for CapiVersion {
     type Err = CapiVersionError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || CapiVersionError { given: s.to_string() };
+        let err = || CapiVersionError {
+            given: s.to_string(),
+        };
         let trimmed = s.trim().trim_start_matches('v');
         let mut parts = trimmed.split('.');
         let major = parts.next().ok_or_else(err)?;
@@ -235,10 +237,7 @@ impl fmt::Display for Hook {
 
 /// The hooks a CAPI minor knows, in catalogue order.
 pub fn hooks_for(capi: CapiVersion) -> Vec<Hook> {
-    Hook::ALL
-        .into_iter()
-        .filter(|h| h.known_to(capi))
-        .collect()
+    Hook::ALL.into_iter().filter(|h| h.known_to(capi)).collect()
 }
 
 /// A DNS-1123 label: what CAPI accepts as a handler or ExtensionConfig name.
