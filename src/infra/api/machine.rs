@@ -1,5 +1,9 @@
 //! OpenStackMachine and OpenStackMachineTemplate (CAPO v1beta1).
 
+// kube's `printcolumn(...)` repeats `type_ = ...` per column, which this
+// lint mistakes for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

@@ -100,13 +100,10 @@ fn collapse_type(obj: &mut Map<String, Value>) {
     if let Some(Value::Array(types)) = obj.get("type") {
         let mut non_null = types.iter().filter(|t| t.as_str() != Some("null"));
         let first = non_null.next().cloned();
-        match (first, non_null.next()) {
-            (Some(t), None) => {
-                obj.insert("type".into(), t);
-            }
-            // Several real types cannot be expressed; leave it for the
-            // structural check to report rather than guess.
-            _ => {}
+        // Several real types cannot be expressed; leave them for the
+        // structural check to report rather than guess.
+        if let (Some(t), None) = (first, non_null.next()) {
+            obj.insert("type".into(), t);
         }
     }
 }
@@ -274,7 +271,11 @@ fn check_node(node: &Value, path: &str, needs_type: bool, out: &mut Vec<SchemaVi
             }
             if t == "integer" {
                 for key in ["minimum", "maximum"] {
-                    if obj.get(key).is_some_and(|v| !v.is_i64() && !v.is_u64()) {
+                    // `JSONSchemaProps` holds bounds as f64; integral is what matters.
+                    if obj
+                        .get(key)
+                        .is_some_and(|v| v.as_f64().is_none_or(|n| n.fract() != 0.0))
+                    {
                         bad(&format!("{key} is not an integer"));
                     }
                 }
