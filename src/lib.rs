@@ -4,6 +4,7 @@
 pub mod config;
 pub mod engine;
 pub mod hooks;
+pub mod infra;
 pub mod metrics;
 pub mod sdk;
 pub mod server;

@@ -1,0 +1,201 @@
+//! Fields that are not in CAPO: the `extensions` contract through which the
+//! Ansible bootstrap and control-plane providers read cluster and machine
+//! facts (`spec.extensions` is user input, `status.extensions` is ours).
+//!
+//! Everything is optional so that a plain CAPO object is valid as it is.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Cluster inputs for the bootstrap.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSpecExtensions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub networking: Option<NetworkingSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_interfaces: Option<NetworkInterfaces>,
+}
+
+/// Choice of CNI.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkingSpec {
+    /// `kube_network_plugin`, e.g. `cilium` or `flannel`; not an enum so a
+    /// new plugin needs no CRD change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub kube_network_plugin: Option<String>,
+}
+
+/// Node interface names the bootstrap binds to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkInterfaces {
+    /// `keepalived_interface`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub keepalived: Option<String>,
+    /// `flannel_interface`; one value for the whole cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub flannel: Option<String>,
+}
+
+/// Machine inputs for the bootstrap; the keepalived interface is per machine
+/// in the bootstrap's own table, so a machine may override the cluster's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpecExtensions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_interfaces: Option<MachineNetworkInterfaces>,
+}
+
+/// Per-machine interface names.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineNetworkInterfaces {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub keepalived: Option<String>,
+}
+
+/// Cluster facts the controller publishes for the bootstrap.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatusExtensions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub networking: Option<NetworkingStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancers: Option<LoadBalancersStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_stack: Option<OpenStackStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<PlatformStatus>,
+}
+
+/// CNI facts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkingStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cilium: Option<CiliumStatus>,
+}
+
+/// What Cilium's OpenStack IPAM needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CiliumStatus {
+    /// Project the credentials are scoped to (Keystone `token.project.id`).
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "projectID")]
+    pub project_id: Option<String>,
+    /// First IPv4 subnet of the cluster network.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "defaultSubnetID"
+    )]
+    pub default_subnet_id: Option<String>,
+    /// Control-plane and worker security groups.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        rename = "securityGroupIDs"
+    )]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub security_group_ids: Vec<String>,
+    /// `vpc_cni_webhook_enable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_enable: Option<bool>,
+}
+
+/// A virtual IP address.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualIp {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip: Option<String>,
+}
+
+/// The cluster's VIPs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancersStatus {
+    /// `master_virtual_vip`: the API load balancer VIP or fixed IP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<VirtualIp>,
+    /// `ingress_virtual_vip` and `harbor_addr`: a reserved Neutron port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<VirtualIp>,
+}
+
+/// Read-only cloud endpoints and scope; credentials stay in the Secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenStackStatus {
+    /// Identity endpoint (`openstack_auth_domain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keystone: Option<String>,
+    /// Compute endpoint from the catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nova: Option<String>,
+    /// Network endpoint from the catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neutron: Option<String>,
+    /// Block-storage (or `volumev3`) endpoint from the catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cinder: Option<String>,
+    /// Project name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Project domain name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_domain: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// `cloud_master_vip`: the externally reachable API address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mgmt: Option<String>,
+}
+
+/// Platform services outside OpenStack's APIs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlatformStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntp: Option<NtpStatus>,
+    /// `vip_mgmt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub management: Option<VirtualIp>,
+}
+
+/// Time source for the nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NtpStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+}
+
+/// Machine facts the controller publishes for the bootstrap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatusExtensions {
+    /// Keyed by machine name, as the bootstrap's `node_resources.<name>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_resources: BTreeMap<String, NodeResources>,
+}
+
+/// Resources held back from pods on one node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeResources {
+    /// Resource name (`cpu`, `memory`, `ephemeral-storage`, `pid`) to the
+    /// reserved amount, derived from the flavor by our own policy.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "super::types::resource_list_schema")]
+    pub reserved: BTreeMap<String, Quantity>,
+}

@@ -1,0 +1,6 @@
+//! OpenStack infrastructure: the CAPO-compatible API types and, later, the
+//! controllers that reconcile them in-process.
+
+pub mod api;
+
+pub use api::{crds, crds_yaml};
