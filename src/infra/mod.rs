@@ -2,5 +2,6 @@
 //! controllers that reconcile them in-process.
 
 pub mod api;
+pub mod seam;
 
 pub use api::{crds, crds_yaml};

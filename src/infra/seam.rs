@@ -1,0 +1,112 @@
+//! The seam between the Kubernetes half of the OpenStack controllers (watching,
+//! finalizers, status writes, leader election, Events) and the cloud half (what to
+//! create in OpenStack and in which order).
+//!
+//! The Kubernetes half owns the object and writes its status; the cloud half never
+//! talks to the apiserver except through [`StatusSink`], which it must call after
+//! every create so that a crash between a create and the next step finds the new
+//! resource's ID in status instead of creating a second one.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::api::{OpenStackCluster, OpenStackClusterStatus};
+
+/// The identityRef Secret, already read from the object's namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdentitySecret {
+    pub namespace: String,
+    pub name: String,
+    /// Keyed into client caches: a changed Secret means a new client.
+    pub resource_version: String,
+    /// The `clouds.yaml` key, verbatim.
+    pub clouds_yaml: Vec<u8>,
+    /// The optional `cacert` key (PEM bundle replacing the system roots).
+    pub cacert: Option<Vec<u8>>,
+    /// `identityRef.cloudName`.
+    pub cloud_name: String,
+    /// `identityRef.region`, overriding the cloud entry's `region_name`.
+    pub region: Option<String>,
+}
+
+/// Facts the cloud half needs that are not in the OpenStackCluster itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterScope {
+    /// Namespace of the OpenStackCluster and its CAPI Cluster.
+    pub namespace: String,
+    /// The owning CAPI Cluster's name (resource names derive from it, as CAPO's do).
+    pub cluster_name: String,
+    /// Whether Machines of the cluster still exist (deletion waits for them).
+    pub machines_remaining: usize,
+}
+
+/// Writes the status of the object being reconciled, immediately.
+pub trait StatusSink: Send + Sync {
+    fn save(
+        &self,
+        status: &OpenStackClusterStatus,
+    ) -> impl Future<Output = Result<(), SinkError>> + Send;
+}
+
+/// A status write failed; the reconcile stops and is retried.
+#[derive(Debug, thiserror::Error)]
+#[error("writing status: {0}")]
+pub struct SinkError(pub String);
+
+/// What the cloud half decided after one pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterOutcome {
+    /// The full new status, conditions and `extensions` included.
+    pub status: OpenStackClusterStatus,
+    /// `spec.controlPlaneEndpoint` to set when it is not set yet.
+    pub control_plane_endpoint: Option<(String, i32)>,
+    /// `None` when converged; otherwise check again after this long (never a sleep
+    /// inside the reconcile: Octavia PENDING_* states come back here).
+    pub requeue_after: Option<Duration>,
+}
+
+/// How far deletion got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeleteProgress {
+    /// Everything is gone: the finalizer may be removed.
+    Done,
+    /// Still waiting (Machines, a load balancer being deleted…); check again.
+    Requeue { after: Duration, reason: String },
+}
+
+/// Why a pass did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum InfraError {
+    /// Transient (409, 429, 5xx, timeouts): retry with backoff, no user-facing Event.
+    #[error("{reason}: {message}")]
+    Transient {
+        reason: String,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The spec or the credentials are wrong: a Condition with this reason and an
+    /// Event; retrying without a change will not help (but is still done slowly).
+    #[error("{reason}: {message}")]
+    User { reason: String, message: String },
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}
+
+/// The cloud half of the OpenStackCluster controller.
+pub trait ClusterInfra: Send + Sync + 'static {
+    fn reconcile(
+        &self,
+        scope: &ClusterScope,
+        cluster: &OpenStackCluster,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink,
+    ) -> impl Future<Output = Result<ClusterOutcome, InfraError>> + Send;
+
+    fn delete(
+        &self,
+        scope: &ClusterScope,
+        cluster: &OpenStackCluster,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink,
+    ) -> impl Future<Output = Result<DeleteProgress, InfraError>> + Send;
+}
