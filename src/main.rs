@@ -29,7 +29,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            stackhook::telemetry::init(args.log_format);
+            let _log_guard = stackhook::telemetry::init(args.log_format);
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
