@@ -3,7 +3,7 @@
 use super::funcs::{self, P};
 use super::parse::{Arg, ArgKind, Branch, Cmd, Node, NumLit, Pipe, Tree};
 use super::value::V;
-use super::{MAX_OPS, MAX_OUTPUT, MAX_TEMPLATE_DEPTH, MAIN_NAME};
+use super::{MAIN_NAME, MAX_OPS, MAX_OUTPUT, MAX_TEMPLATE_DEPTH};
 
 pub struct ExecError {
     pub pos: usize,
@@ -132,8 +132,8 @@ impl<'t> State<'t> {
                 return r;
             }
             Node::Range(b) => return self.walk_range(dot, b),
-            Node::Break(_) => return Ok(Flow::Break),
-            Node::Continue(_) => return Ok(Flow::Continue),
+            Node::Break => return Ok(Flow::Break),
+            Node::Continue => return Ok(Flow::Continue),
             Node::Template { pos, name, pipe } => {
                 let tree = self.tree;
                 let body = if name == MAIN_NAME {
@@ -157,7 +157,8 @@ impl<'t> State<'t> {
                     Some(p) => self.eval_pipeline(dot, p)?,
                     None => V::Missing,
                 };
-                let saved_vars = std::mem::replace(&mut self.vars, vec![("$".into(), new_dot.clone())]);
+                let saved_vars =
+                    std::mem::replace(&mut self.vars, vec![("$".into(), new_dot.clone())]);
                 let saved_name = std::mem::replace(&mut self.name, name.clone());
                 self.depth += 1;
                 let r = self.walk_list(&new_dot, body);
@@ -372,6 +373,7 @@ impl<'t> State<'t> {
         fin: Option<V>,
     ) -> R<V> {
         let n = fields.len();
+        let mut consumed = false;
         for (i, f) in fields.iter().enumerate() {
             let last = i + 1 == n;
             let has_args = last && (!args.is_empty() || fin.is_some());
@@ -382,9 +384,7 @@ impl<'t> State<'t> {
                 }
                 V::Map(m, elem) => {
                     if has_args {
-                        return Err(
-                            self.at(node, format!("{f} is not a method but has arguments"))
-                        );
+                        return Err(self.at(node, format!("{f} is not a method but has arguments")));
                     }
                     let got = m
                         .try_borrow()
@@ -400,6 +400,7 @@ impl<'t> State<'t> {
                 V::Semver(s) => {
                     let mut margs = Vec::new();
                     if last {
+                        consumed = true;
                         for a in args {
                             margs.push(self.eval_arg_value(dot, a)?);
                         }
@@ -417,14 +418,10 @@ impl<'t> State<'t> {
                 }
             };
         }
-        if !args.is_empty() || fin.is_some() {
-            if !matches!(recv, V::Missing) {
-                // Arguments given to a plain field.
-                let last = fields.last().cloned().unwrap_or_default();
-                if !matches!(recv, V::Semver(_)) {
-                    return Err(self.at(node, format!("{last} is not a method but has arguments")));
-                }
-            }
+        if (!args.is_empty() || fin.is_some()) && !consumed && !matches!(recv, V::Missing) {
+            // Arguments given to a plain field.
+            let last = fields.last().cloned().unwrap_or_default();
+            return Err(self.at(node, format!("{last} is not a method but has arguments")));
         }
         Ok(recv)
     }
@@ -466,7 +463,6 @@ impl<'t> State<'t> {
             (ArgKind::Nil, P::Str | P::Int | P::Float | P::Bool) => {
                 Err(self.at(a, format!("cannot assign nil to {}", p.go_name())))
             }
-            (ArgKind::Nil, P::List) => Ok(V::list(vec![])),
             (ArgKind::Nil, P::Map) => Ok(V::map(Default::default())),
             (ArgKind::Num(n), P::Int) => match n.int {
                 Some(i) => Ok(V::Int(i)),
@@ -574,14 +570,12 @@ pub fn validate(v: V, p: P) -> Result<V, String> {
         (P::Val, _) => Ok(v),
         (P::Any, V::Missing) => Ok(V::Nil),
         (P::Any, _) => Ok(v),
-        (P::List, V::Missing | V::Nil) => Ok(V::list(vec![])),
         (P::Map, V::Missing | V::Nil) => Ok(V::map(Default::default())),
         (_, V::Missing | V::Nil) => Err(format!("invalid value; expected {}", p.go_name())),
         (P::Str, V::Str(_))
         | (P::Int, V::Int(_))
         | (P::Float, V::Float(_))
         | (P::Bool, V::Bool(_))
-        | (P::List, V::List(_, super::value::Elem::Any))
         | (P::Map, V::Map(_, super::value::Elem::Any)) => Ok(v),
         _ => Err(format!(
             "wrong type for value; expected {}; got {}",

@@ -18,8 +18,6 @@ pub enum P {
     Int,
     Float,
     Bool,
-    /// `[]interface{}`
-    List,
     /// `map[string]interface{}`
     Map,
 }
@@ -33,7 +31,6 @@ impl P {
             P::Int => "int",
             P::Float => "float64",
             P::Bool => "bool",
-            P::List => "[]interface {}",
             P::Map => "map[string]interface {}",
         }
     }
@@ -63,7 +60,9 @@ fn table() -> &'static HashMap<&'static str, Func> {
         add("len", &[Val], None, builtin_len);
         add("index", &[Val], Some(Val), builtin_index);
         add("print", &[], Some(Any), |a| Ok(V::str(gofmt::sprint(&a))));
-        add("println", &[], Some(Any), |a| Ok(V::str(gofmt::sprintln(&a))));
+        add("println", &[], Some(Any), |a| {
+            Ok(V::str(gofmt::sprintln(&a)))
+        });
         add("printf", &[S], Some(Any), |a| {
             Ok(V::str(gofmt::sprintf(&sprig::s(&a[0]), &a[1..])))
         });
@@ -71,12 +70,22 @@ fn table() -> &'static HashMap<&'static str, Func> {
         add("ne", &[Val, Val], None, |a| {
             builtin_eq(a).map(|v| V::Bool(!v.truth()))
         });
-        add("lt", &[Val, Val], None, |a| cmp(&a[0], &a[1]).map(|o| V::Bool(o.is_lt())));
+        add("lt", &[Val, Val], None, |a| {
+            cmp(&a[0], &a[1]).map(|o| V::Bool(o.is_lt()))
+        });
         add("le", &[Val, Val], None, |a| le(&a[0], &a[1]).map(V::Bool));
-        add("gt", &[Val, Val], None, |a| le(&a[0], &a[1]).map(|b| V::Bool(!b)));
-        add("ge", &[Val, Val], None, |a| cmp(&a[0], &a[1]).map(|o| V::Bool(!o.is_lt())));
-        add("html", &[], Some(Any), |a| Ok(V::str(html_escape(&eval_args(&a)))));
-        add("js", &[], Some(Any), |a| Ok(V::str(js_escape(&eval_args(&a)))));
+        add("gt", &[Val, Val], None, |a| {
+            le(&a[0], &a[1]).map(|b| V::Bool(!b))
+        });
+        add("ge", &[Val, Val], None, |a| {
+            cmp(&a[0], &a[1]).map(|o| V::Bool(!o.is_lt()))
+        });
+        add("html", &[], Some(Any), |a| {
+            Ok(V::str(html_escape(&eval_args(&a))))
+        });
+        add("js", &[], Some(Any), |a| {
+            Ok(V::str(js_escape(&eval_args(&a))))
+        });
         add("urlquery", &[], Some(Any), |a| {
             Ok(V::str(sprig::query_escape(&eval_args(&a))))
         });
@@ -291,7 +300,10 @@ pub fn semver_method(s: &SemverVal, name: &str, args: Vec<V>) -> Result<V, Strin
         if args.is_empty() {
             Ok(v)
         } else {
-            Err(format!("wrong number of args for {name}: want 0 got {}", args.len()))
+            Err(format!(
+                "wrong number of args for {name}: want 0 got {}",
+                args.len()
+            ))
         }
     };
     match name {
@@ -304,7 +316,10 @@ pub fn semver_method(s: &SemverVal, name: &str, args: Vec<V>) -> Result<V, Strin
         "String" => no_args(V::str(s.canonical())),
         "Compare" | "LessThan" | "GreaterThan" | "Equal" => {
             let [V::Semver(o)] = args.as_slice() else {
-                return Err(format!("wrong number of args for {name}: want 1 got {}", args.len()));
+                return Err(format!(
+                    "wrong number of args for {name}: want 1 got {}",
+                    args.len()
+                ));
             };
             let c = sprig::semver_cmp(s, o);
             Ok(match name {
@@ -314,7 +329,8 @@ pub fn semver_method(s: &SemverVal, name: &str, args: Vec<V>) -> Result<V, Strin
                 _ => V::Bool(c == 0),
             })
         }
-        _ => Err(format!("can't evaluate field {name} in type *semver.Version")),
+        _ => Err(format!(
+            "can't evaluate field {name} in type *semver.Version"
+        )),
     }
 }
-

@@ -140,7 +140,13 @@ fn fmt_int(i: i64, verb: char, sp: &Spec) -> Option<String> {
             let c = char::from_u32(i as u32).unwrap_or('\u{fffd}');
             let q = go_quote(&c.to_string());
             let inner = &q[1..q.len() - 1];
-            let inner = if inner == "'" { "\\'" } else if inner == "\\\"" { "\"" } else { inner };
+            let inner = if inner == "'" {
+                "\\'"
+            } else if inner == "\\\"" {
+                "\""
+            } else {
+                inner
+            };
             return Some(format!("'{inner}'"));
         }
         'U' => return Some(format!("U+{:04X}", i)),
@@ -431,7 +437,10 @@ mod tests {
         assert_eq!(sprintf("%X", &[s("hi")]), "6869");
         assert_eq!(sprintf("%t", &[V::Bool(true)]), "true");
         assert_eq!(sprintf("100%%", &[]), "100%");
-        assert_eq!(sprintf("%5d|%-5s|%05d", &[V::Int(42), s("ab"), V::Int(-42)]), "   42|ab   |-0042");
+        assert_eq!(
+            sprintf("%5d|%-5s|%05d", &[V::Int(42), s("ab"), V::Int(-42)]),
+            "   42|ab   |-0042"
+        );
         assert_eq!(sprintf("%d", &[]), "%!d(MISSING)");
         assert_eq!(sprintf("x", &[V::Int(1)]), "x%!(EXTRA int=1)");
         assert_eq!(sprintf("%e", &[V::Float(1234.5678)]), "1.234568e+03");

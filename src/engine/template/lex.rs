@@ -344,7 +344,8 @@ fn lex_number(src: &str, mut i: usize) -> Result<usize, LexError> {
         }
     }
     let hex = digits.len() > 11;
-    if (!hex && matches!(b.get(i), Some(b'e' | b'E'))) || (hex && matches!(b.get(i), Some(b'p' | b'P')))
+    if (!hex && matches!(b.get(i), Some(b'e' | b'E')))
+        || (hex && matches!(b.get(i), Some(b'p' | b'P')))
     {
         i += 1;
         if matches!(b.get(i), Some(b'+' | b'-')) {

@@ -155,11 +155,10 @@ impl Template {
             Err(e) => {
                 let (line, col) = line_col(&self.src, e.pos);
                 let name = st.template_name().to_string();
-                let at = e
-                    .at
-                    .and_then(|(a, b)| self.src.get(a..b))
-                    .map(|t| format!(" at <{t}>"))
-                    .unwrap_or_default();
+                let at =
+                    e.at.and_then(|(a, b)| self.src.get(a..b))
+                        .map(|t| format!(" at <{t}>"))
+                        .unwrap_or_default();
                 Err(TemplateError::Exec(format!(
                     "{MAIN_NAME}:{line}:{col}: executing {name:?}{at}: {}",
                     e.msg

@@ -41,7 +41,6 @@ pub struct Arg {
 #[derive(Debug, Clone)]
 pub struct Cmd {
     pub pos: usize,
-    pub end: usize,
     pub args: Vec<Arg>,
 }
 
@@ -65,8 +64,8 @@ pub enum Node {
         name: String,
         pipe: Option<Pipe>,
     },
-    Break(usize),
-    Continue(usize),
+    Break,
+    Continue,
 }
 
 #[derive(Debug, Clone)]
@@ -294,9 +293,9 @@ impl Parser<'_> {
                             }
                             self.expect_right(&k)?;
                             nodes.push(if k == "break" {
-                                Node::Break(pos)
+                                Node::Break
                             } else {
-                                Node::Continue(pos)
+                                Node::Continue
                             });
                         }
                         _ => {
@@ -391,7 +390,9 @@ impl Parser<'_> {
                 self.skip_space();
                 // `else if` / `else with`: treat as a nested control inside the else list.
                 let chained = match self.peek() {
-                    Some(Tok::Ident(k)) if (k == "if" && kw == "if") || (k == "with" && kw == "with") => {
+                    Some(Tok::Ident(k))
+                        if (k == "if" && kw == "if") || (k == "with" && kw == "with") =>
+                    {
                         Some(k.clone())
                     }
                     _ => None,
@@ -568,8 +569,7 @@ impl Parser<'_> {
         if args.is_empty() {
             return Err(self.err("empty command"));
         }
-        let end = args.last().map(|a| a.end).unwrap_or(pos);
-        Ok(Cmd { pos, end, args })
+        Ok(Cmd { pos, args })
     }
 
     fn operand(&mut self) -> PResult<Arg> {
@@ -660,10 +660,9 @@ impl Parser<'_> {
                 float: Some(c as u32 as f64),
                 is_float: false,
             }),
-            Tok::Number(text) => ArgKind::Num(parse_number(&text).map_err(|m| ParseError {
-                pos,
-                msg: m,
-            })?),
+            Tok::Number(text) => {
+                ArgKind::Num(parse_number(&text).map_err(|m| ParseError { pos, msg: m })?)
+            }
             Tok::LParen => {
                 self.depth += 1;
                 if self.depth > MAX_NESTING {

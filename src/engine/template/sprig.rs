@@ -11,7 +11,7 @@ use super::gofmt::go_quote;
 use super::parse::parse_go_int;
 use super::value::{deep_copy, deep_equal, to_json, Elem, SemverVal, V};
 use super::{MAX_LIST, MAX_STRING};
-use P::{Any, Bool as B, Float as F, Int as I, List as L, Map as M, Str as S};
+use P::{Any, Bool as B, Float as F, Int as I, Map as M, Str as S};
 
 type R = Result<V, String>;
 
@@ -81,7 +81,12 @@ pub fn to_f64(v: &V) -> f64 {
         V::Int(i) | V::Int64(i) => *i as f64,
         V::Float(f) => *f,
         V::Bool(b) => f64::from(u8::from(*b)),
-        V::Str(s) => s.trim().parse::<f64>().ok().filter(|_| !s.is_empty()).unwrap_or(0.0),
+        V::Str(s) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|_| !s.is_empty())
+            .unwrap_or(0.0),
         _ => 0.0,
     }
 }
@@ -104,10 +109,7 @@ fn strslice(v: &V) -> Vec<String> {
 fn list_of(v: &V, fname: &str) -> Result<Rc<Vec<V>>, String> {
     match v {
         V::List(l, _) => Ok(l.clone()),
-        other => Err(format!(
-            "Cannot find {fname} on type {}",
-            other.kind_name()
-        )),
+        other => Err(format!("Cannot find {fname} on type {}", other.kind_name())),
     }
 }
 
@@ -489,7 +491,11 @@ fn dec_op(a: f64, b: f64, op: char) -> f64 {
         let (Some(x), Some(y)) = (scale(ma, ea), scale(mb, eb)) else {
             return fallback;
         };
-        let m = if op == '+' { x.checked_add(y) } else { x.checked_sub(y) };
+        let m = if op == '+' {
+            x.checked_add(y)
+        } else {
+            x.checked_sub(y)
+        };
         match m {
             Some(m) => (m, e),
             None => return fallback,
@@ -970,7 +976,9 @@ fn parse_term(t: &str) -> Result<Term, String> {
     .to_string();
     let bad = || format!("improper constraint: {t}");
     let core_end = rest.find(['-', '+']).unwrap_or(rest.len());
-    let core = rest[..core_end].strip_prefix('v').unwrap_or(&rest[..core_end]);
+    let core = rest[..core_end]
+        .strip_prefix('v')
+        .unwrap_or(&rest[..core_end]);
     let mut given = 0;
     let mut nums = Vec::new();
     let mut any = false;
@@ -1163,10 +1171,12 @@ fn dig(a: &[V]) -> R {
         };
         let next = match &cur {
             V::Map(m, _) => m.try_borrow().ok().and_then(|m| m.get(&**k).cloned()),
-            _ => return Err(format!(
-                "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
-                cur.type_name()
-            )),
+            _ => {
+                return Err(format!(
+                    "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
+                    cur.type_name()
+                ))
+            }
         };
         match next {
             Some(n) => cur = n,
@@ -1233,7 +1243,11 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         let (start, end, x) = (int(&a[0]), int(&a[1]), s(&a[2]));
         let n = x.len() as i64;
         let r = if start < 0 {
-            byte_slice(&x, 0, usize::try_from(end).map_err(|_| "slice bounds out of range")?)?
+            byte_slice(
+                &x,
+                0,
+                usize::try_from(end).map_err(|_| "slice bounds out of range")?,
+            )?
         } else if end < 0 || end > n {
             byte_slice(&x, usize::try_from(start).unwrap_or(0), x.len())?
         } else {
@@ -1250,7 +1264,10 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         st(x.repeat(n as usize))
     });
     add("nospace", &[S], None, |a| {
-        st(s(&a[0]).chars().filter(|c| !c.is_whitespace()).collect::<String>())
+        st(s(&a[0])
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>())
     });
     add("trunc", &[I, S], None, |a| {
         let (c, x) = (int(&a[0]), s(&a[1]));
@@ -1282,13 +1299,21 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
     add("snakecase", &[S], None, |a| st(delimited(&s(&a[0]), "_")));
     add("kebabcase", &[S], None, |a| st(delimited(&s(&a[0]), "-")));
     add("camelcase", &[S], None, |a| st(camelcase(&s(&a[0]))));
-    add("wrap", &[I, S], None, |a| st(wrap_custom(&s(&a[1]), int(&a[0]), "", false)));
+    add("wrap", &[I, S], None, |a| {
+        st(wrap_custom(&s(&a[1]), int(&a[0]), "", false))
+    });
     add("wrapWith", &[I, S, S], None, |a| {
         st(wrap_custom(&s(&a[2]), int(&a[0]), &s(&a[1]), true))
     });
-    add("contains", &[S, S], None, |a| Ok(V::Bool(s(&a[1]).contains(&s(&a[0])))));
-    add("hasPrefix", &[S, S], None, |a| Ok(V::Bool(s(&a[1]).starts_with(&s(&a[0])))));
-    add("hasSuffix", &[S, S], None, |a| Ok(V::Bool(s(&a[1]).ends_with(&s(&a[0])))));
+    add("contains", &[S, S], None, |a| {
+        Ok(V::Bool(s(&a[1]).contains(&s(&a[0]))))
+    });
+    add("hasPrefix", &[S, S], None, |a| {
+        Ok(V::Bool(s(&a[1]).starts_with(&s(&a[0]))))
+    });
+    add("hasSuffix", &[S, S], None, |a| {
+        Ok(V::Bool(s(&a[1]).ends_with(&s(&a[0]))))
+    });
     add("quote", &[], Some(Any), |a| {
         st(a.iter()
             .filter(|x| !x.is_nil())
@@ -1310,7 +1335,9 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
             .collect::<Vec<_>>()
             .join(" "))
     });
-    add("indent", &[I, S], None, |a| st(indent(int(&a[0]), &s(&a[1]))?));
+    add("indent", &[I, S], None, |a| {
+        st(indent(int(&a[0]), &s(&a[1]))?)
+    });
     add("nindent", &[I, S], None, |a| {
         st(format!("\n{}", indent(int(&a[0]), &s(&a[1]))?))
     });
@@ -1350,7 +1377,9 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
             .map(|b| format!("{b:02x}"))
             .collect::<String>())
     });
-    add("adler32sum", &[S], None, |a| st(adler32(s(&a[0]).as_bytes()).to_string()));
+    add("adler32sum", &[S], None, |a| {
+        st(adler32(s(&a[0]).as_bytes()).to_string())
+    });
     add("toString", &[Any], None, |a| st(s(&a[0])));
     add("regexMatch", &[S, S], None, |a| {
         Ok(V::Bool(regex(&s(&a[0]))?.is_match(&s(&a[1]))))
@@ -1375,7 +1404,10 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
     fn find(a: Vec<V>) -> R {
         let re = regex(&s(&a[0]))?;
         let x = s(&a[1]);
-        st(re.find(&x).map(|m| m.as_str().to_string()).unwrap_or_default())
+        st(re
+            .find(&x)
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default())
     }
     add("regexFind", &[S, S], None, find);
     add("mustRegexFind", &[S, S], None, find);
@@ -1430,16 +1462,21 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         v.sort();
         Ok(V::str_list(v))
     });
-    add("toStrings", &[Any], None, |a| Ok(V::str_list(strslice(&a[0]))));
+    add("toStrings", &[Any], None, |a| {
+        Ok(V::str_list(strslice(&a[0])))
+    });
     add("b64enc", &[S], None, |a| {
         st(base64::engine::general_purpose::STANDARD.encode(s(&a[0]).as_bytes()))
     });
-    add("b64dec", &[S], None, |a| {
-        match base64::engine::general_purpose::STANDARD.decode(s(&a[0]).as_bytes()) {
+    add(
+        "b64dec",
+        &[S],
+        None,
+        |a| match base64::engine::general_purpose::STANDARD.decode(s(&a[0]).as_bytes()) {
             Ok(b) => st(String::from_utf8_lossy(&b).into_owned()),
             Err(e) => st(format!("illegal base64 data: {e}")),
-        }
-    });
+        },
+    );
     add("b32enc", &[S], None, |a| {
         st(data_encoding::BASE32.encode(s(&a[0]).as_bytes()))
     });
@@ -1462,35 +1499,52 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
     add("coalesce", &[], Some(Any), |a| {
         Ok(a.iter().find(|x| !is_empty(x)).cloned().unwrap_or(V::Nil))
     });
-    add("all", &[], Some(Any), |a| Ok(V::Bool(a.iter().all(|x| !is_empty(x)))));
-    add("any", &[], Some(Any), |a| Ok(V::Bool(a.iter().any(|x| !is_empty(x)))));
+    add("all", &[], Some(Any), |a| {
+        Ok(V::Bool(a.iter().all(|x| !is_empty(x))))
+    });
+    add("any", &[], Some(Any), |a| {
+        Ok(V::Bool(a.iter().any(|x| !is_empty(x))))
+    });
     fn compact(a: Vec<V>) -> R {
         let l = match &a[0] {
             V::List(l, _) => l.clone(),
-            other => {
-                return Err(format!(
-                    "Cannot compact on type {}",
-                    other.kind_name()
-                ))
-            }
+            other => return Err(format!("Cannot compact on type {}", other.kind_name())),
         };
-        Ok(V::list(l.iter().filter(|x| !is_empty(x)).cloned().collect()))
+        Ok(V::list(
+            l.iter().filter(|x| !is_empty(x)).cloned().collect(),
+        ))
     }
     add("compact", &[Any], None, compact);
     add("mustCompact", &[Any], None, compact);
     add("ternary", &[Any, Any, B], None, |a| {
-        Ok(if a[2].truth() { a[0].clone() } else { a[1].clone() })
+        Ok(if a[2].truth() {
+            a[0].clone()
+        } else {
+            a[1].clone()
+        })
     });
-    add("fromJson", &[S], None, |a| Ok(json_decode(&s(&a[0])).unwrap_or(V::Nil)));
+    add("fromJson", &[S], None, |a| {
+        Ok(json_decode(&s(&a[0])).unwrap_or(V::Nil))
+    });
     add("mustFromJson", &[S], None, |a| json_decode(&s(&a[0])));
-    add("toJson", &[Any], None, |a| st(to_json_fn(&a[0], true, None).unwrap_or_default()));
-    add("mustToJson", &[Any], None, |a| st(to_json_fn(&a[0], true, None)?));
+    add("toJson", &[Any], None, |a| {
+        st(to_json_fn(&a[0], true, None).unwrap_or_default())
+    });
+    add("mustToJson", &[Any], None, |a| {
+        st(to_json_fn(&a[0], true, None)?)
+    });
     add("toPrettyJson", &[Any], None, |a| {
         st(to_json_fn(&a[0], true, Some("  ")).unwrap_or_default())
     });
-    add("mustToPrettyJson", &[Any], None, |a| st(to_json_fn(&a[0], true, Some("  "))?));
-    add("toRawJson", &[Any], None, |a| st(to_json_fn(&a[0], false, None).unwrap_or_default()));
-    add("mustToRawJson", &[Any], None, |a| st(to_json_fn(&a[0], false, None)?));
+    add("mustToPrettyJson", &[Any], None, |a| {
+        st(to_json_fn(&a[0], true, Some("  "))?)
+    });
+    add("toRawJson", &[Any], None, |a| {
+        st(to_json_fn(&a[0], false, None).unwrap_or_default())
+    });
+    add("mustToRawJson", &[Any], None, |a| {
+        st(to_json_fn(&a[0], false, None)?)
+    });
     add("deepCopy", &[Any], None, |a| Ok(deep_copy(&a[0], 0)));
     add("mustDeepCopy", &[Any], None, |a| {
         if a[0].is_nil() {
@@ -1502,15 +1556,21 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
 
     // Reflection.
     add("typeOf", &[Any], None, |a| st(a[0].type_name()));
-    add("typeIs", &[S, Any], None, |a| Ok(V::Bool(s(&a[0]) == a[1].type_name())));
+    add("typeIs", &[S, Any], None, |a| {
+        Ok(V::Bool(s(&a[0]) == a[1].type_name()))
+    });
     add("typeIsLike", &[S, Any], None, |a| {
         let t = a[1].type_name();
         let want = s(&a[0]);
         Ok(V::Bool(want == t || want == format!("*{t}")))
     });
     add("kindOf", &[Any], None, |a| st(kind_of(&a[0])));
-    add("kindIs", &[S, Any], None, |a| Ok(V::Bool(s(&a[0]) == kind_of(&a[1]))));
-    add("deepEqual", &[Any, Any], None, |a| Ok(V::Bool(deep_equal(&a[0], &a[1], 0))));
+    add("kindIs", &[S, Any], None, |a| {
+        Ok(V::Bool(s(&a[0]) == kind_of(&a[1])))
+    });
+    add("deepEqual", &[Any, Any], None, |a| {
+        Ok(V::Bool(deep_equal(&a[0], &a[1], 0)))
+    });
 
     // Paths.
     for name in ["base", "osBase"] {
@@ -1530,9 +1590,13 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
     }
 
     // Math.
-    add("add1", &[Any], None, |a| Ok(V::Int64(to_i64(&a[0]).wrapping_add(1))));
+    add("add1", &[Any], None, |a| {
+        Ok(V::Int64(to_i64(&a[0]).wrapping_add(1)))
+    });
     add("add", &[], Some(Any), |a| {
-        Ok(V::Int64(a.iter().fold(0i64, |acc, x| acc.wrapping_add(to_i64(x)))))
+        Ok(V::Int64(
+            a.iter().fold(0i64, |acc, x| acc.wrapping_add(to_i64(x))),
+        ))
     });
     add("sub", &[Any, Any], None, |a| {
         Ok(V::Int64(to_i64(&a[0]).wrapping_sub(to_i64(&a[1]))))
@@ -1552,16 +1616,24 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         Ok(V::Int64(to_i64(&a[0]).wrapping_rem(d)))
     });
     add("mul", &[Any], Some(Any), |a| {
-        Ok(V::Int64(a[1..].iter().fold(to_i64(&a[0]), |acc, x| acc.wrapping_mul(to_i64(x)))))
+        Ok(V::Int64(
+            a[1..]
+                .iter()
+                .fold(to_i64(&a[0]), |acc, x| acc.wrapping_mul(to_i64(x))),
+        ))
     });
     for name in ["max", "biggest"] {
         add(name, &[Any], Some(Any), |a| {
             Ok(V::Int64(a.iter().map(to_i64).max().unwrap_or(0)))
         });
     }
-    add("min", &[Any], Some(Any), |a| Ok(V::Int64(a.iter().map(to_i64).min().unwrap_or(0))));
+    add("min", &[Any], Some(Any), |a| {
+        Ok(V::Int64(a.iter().map(to_i64).min().unwrap_or(0)))
+    });
     add("ceil", &[Any], None, |a| Ok(V::Float(to_f64(&a[0]).ceil())));
-    add("floor", &[Any], None, |a| Ok(V::Float(to_f64(&a[0]).floor())));
+    add("floor", &[Any], None, |a| {
+        Ok(V::Float(to_f64(&a[0]).floor()))
+    });
     add("round", &[Any, I], Some(F), |a| round(&a));
     add("int", &[Any], None, |a| Ok(V::Int(to_i64(&a[0]))));
     add("int64", &[Any], None, |a| Ok(V::Int64(to_i64(&a[0]))));
@@ -1595,7 +1667,9 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         v.extend(a);
         float_fold(&v, '+')
     });
-    add("add1f", &[Any], None, |a| float_fold(&[a[0].clone(), V::Int(1)], '+'));
+    add("add1f", &[Any], None, |a| {
+        float_fold(&[a[0].clone(), V::Int(1)], '+')
+    });
     add("subf", &[Any], Some(Any), |a| float_fold(&a, '-'));
     add("mulf", &[Any], Some(Any), |a| float_fold(&a, '*'));
     add("divf", &[Any], Some(Any), |a| float_fold(&a, '/'));
@@ -1719,7 +1793,9 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
             return Err("runtime error: integer divide by zero".into());
         }
         Ok(V::list(
-            l.chunks(size as usize).map(|c| V::list(c.to_vec())).collect(),
+            l.chunks(size as usize)
+                .map(|c| V::list(c.to_vec()))
+                .collect(),
         ))
     }
     add("chunk", &[I, Any], None, chunk);
@@ -1735,7 +1811,10 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         Ok(V::map(m))
     });
     add("get", &[M, S], None, |a| {
-        Ok(map_get(&a[0]).get(&s(&a[1])).cloned().unwrap_or_else(|| V::str("")))
+        Ok(map_get(&a[0])
+            .get(&s(&a[1]))
+            .cloned()
+            .unwrap_or_else(|| V::str("")))
     });
     add("set", &[M, S, Any], None, |a| {
         if let V::Map(m, _) = &a[0] {
@@ -1753,11 +1832,16 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         }
         Ok(a[0].clone())
     });
-    add("hasKey", &[M, S], None, |a| Ok(V::Bool(map_get(&a[0]).contains_key(&s(&a[1])))));
+    add("hasKey", &[M, S], None, |a| {
+        Ok(V::Bool(map_get(&a[0]).contains_key(&s(&a[1]))))
+    });
     add("pluck", &[S], Some(M), |a| {
         let k = s(&a[0]);
         Ok(V::list(
-            a[1..].iter().filter_map(|m| map_get(m).get(&k).cloned()).collect(),
+            a[1..]
+                .iter()
+                .filter_map(|m| map_get(m).get(&k).cloned())
+                .collect(),
         ))
     });
     add("keys", &[], Some(M), |a| {
@@ -1765,7 +1849,9 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
         ks.sort();
         Ok(V::str_list(ks))
     });
-    add("values", &[M], None, |a| Ok(V::list(map_get(&a[0]).into_values().collect())));
+    add("values", &[M], None, |a| {
+        Ok(V::list(map_get(&a[0]).into_values().collect()))
+    });
     add("pick", &[M], Some(S), |a| {
         let m = map_get(&a[0]);
         let out: BTreeMap<String, V> = a[1..]
@@ -1793,7 +1879,9 @@ pub fn register(add: &mut dyn FnMut(&'static str, &'static [P], Option<P>, Impl)
     add("dig", &[], Some(Any), |a| dig(&a));
 
     // Semver.
-    add("semver", &[S], None, |a| Ok(V::Semver(Rc::new(parse_semver(&s(&a[0]))?))));
+    add("semver", &[S], None, |a| {
+        Ok(V::Semver(Rc::new(parse_semver(&s(&a[0]))?)))
+    });
     add("semverCompare", &[S, S], None, |a| {
         Ok(V::Bool(semver_compare(&s(&a[0]), &s(&a[1]))?))
     });

@@ -87,10 +87,7 @@ impl V {
     }
 
     pub fn str_list(items: Vec<String>) -> V {
-        V::List(
-            Rc::new(items.into_iter().map(V::str).collect()),
-            Elem::Str,
-        )
+        V::List(Rc::new(items.into_iter().map(V::str).collect()), Elem::Str)
     }
 
     pub fn map(m: BTreeMap<String, V>) -> V {
@@ -235,7 +232,11 @@ pub fn format_g(f: f64) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     let mut out = String::new();
     if f.is_sign_negative() {
@@ -405,32 +406,6 @@ fn json_write(
         }
     }
     Ok(())
-}
-
-/// Convert back to a JSON value, the way `encoding/json` would decode `to_json`'s output.
-pub fn to_serde(v: &V, depth: usize) -> Json {
-    if depth > MAX_PRINT_DEPTH {
-        return Json::Null;
-    }
-    match v {
-        V::Missing | V::Nil => Json::Null,
-        V::Bool(b) => Json::Bool(*b),
-        V::Int(i) | V::Int64(i) => Json::from(*i),
-        V::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Json::Number)
-            .unwrap_or(Json::Null),
-        V::Str(s) => Json::String(s.to_string()),
-        V::List(l, _) => Json::Array(l.iter().map(|x| to_serde(x, depth + 1)).collect()),
-        V::Map(m, _) => match m.try_borrow() {
-            Ok(m) => Json::Object(
-                m.iter()
-                    .map(|(k, x)| (k.clone(), to_serde(x, depth + 1)))
-                    .collect(),
-            ),
-            Err(_) => Json::Null,
-        },
-        V::Semver(s) => Json::String(s.canonical()),
-    }
 }
 
 /// `reflect.DeepEqual` on this value model.

@@ -168,7 +168,9 @@ fn is_timestamp(s: &str) -> bool {
         None => (s, None),
     };
     let parts: Vec<&str> = date.split('-').collect();
-    let ok_num = |p: &str, max: usize| !p.is_empty() && p.len() <= max && p.bytes().all(|c| c.is_ascii_digit());
+    let ok_num = |p: &str, max: usize| {
+        !p.is_empty() && p.len() <= max && p.bytes().all(|c| c.is_ascii_digit())
+    };
     if parts.len() != 3 || parts[0].len() != 4 || !ok_num(parts[1], 2) || !ok_num(parts[2], 2) {
         return false;
     }
@@ -182,7 +184,7 @@ fn is_timestamp(s: &str) -> bool {
     // h:m:s[.frac][zone]
     let tb = time.as_bytes();
     let mut i = 0;
-    let mut field = |i: &mut usize| {
+    let field = |i: &mut usize| {
         let st = *i;
         while *i < tb.len() && tb[*i].is_ascii_digit() {
             *i += 1;
@@ -245,7 +247,9 @@ fn float_json(f: f64) -> Result<Value, String> {
             return Ok(Value::from(f as u64));
         }
     }
-    Ok(Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null))
+    Ok(Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or(Value::Null))
 }
 
 /// The string form of a non-string map key (sigs.k8s.io/yaml's conversion).
@@ -327,7 +331,8 @@ pub fn yaml_to_json(text: &str) -> Result<Value, String> {
                 } else {
                     Scalar::Str(val.into_owned())
                 };
-                let is_merge = style == ScalarStyle::Plain && matches!(&sc, Scalar::Str(s) if s == "<<");
+                let is_merge =
+                    style == ScalarStyle::Plain && matches!(&sc, Scalar::Str(s) if s == "<<");
                 let v = scalar_to_json(sc.clone());
                 // A scalar in key position is converted differently (and may be `<<`).
                 if let Some(Frame::Map(_, pending @ None, _)) = stack.last_mut() {
@@ -404,9 +409,10 @@ pub fn yaml_to_json(text: &str) -> Result<Value, String> {
                             for x in a {
                                 match x {
                                     Value::Object(o) => v.push(o),
-                                    _ => {
-                                        return Err("map merge requires map or sequence of maps as the value".into())
-                                    }
+                                    _ => return Err(
+                                        "map merge requires map or sequence of maps as the value"
+                                            .into(),
+                                    ),
                                 }
                             }
                             v
@@ -483,7 +489,10 @@ mod tests {
             ("\"yes\"", json!("yes")),
             ("'010'", json!("010")),
             ("2001-12-14", json!("2001-12-14")),
-            ("2001-12-14t21:59:43.10-05:00", json!("2001-12-14t21:59:43.10-05:00")),
+            (
+                "2001-12-14t21:59:43.10-05:00",
+                json!("2001-12-14t21:59:43.10-05:00"),
+            ),
             ("1.2.3", json!("1.2.3")),
             ("v1.29.0", json!("v1.29.0")),
             ("18446744073709551615", json!(18446744073709551615u64)),
@@ -499,12 +508,14 @@ mod tests {
     fn yaml11_collections() {
         assert_eq!(
             y("a: yes\nb: [1, on, \"x\"]\n3: x\ntrue: y\n"),
-            json!({"a": true, "b": [1, true, "x"], "3": "x", "true": "y"})
+            json!({"a": true, "b": [1, true, "x"], "3": "x", "true": true})
         );
+        // `y` is a YAML 1.1 boolean, also as a key.
+        assert_eq!(y("y: 1\n"), json!({"true": 1}));
         assert_eq!(y("{\"a\": 1.5}"), json!({"a": 1.5}));
         assert_eq!(
-            y("base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\n"),
-            json!({"base": {"x": 1, "y": 2}, "derived": {"x": 1, "y": 3}})
+            y("base: &b {p: 1, q: 2}\nderived:\n  <<: *b\n  q: 3\n"),
+            json!({"base": {"p": 1, "q": 2}, "derived": {"p": 1, "q": 3}})
         );
         assert_eq!(y("- a\n- b\n---\n- c\n"), json!(["a", "b"]));
         assert_eq!(y("# only a comment\n"), json!(null));
