@@ -172,7 +172,7 @@ fn fmt_float(f: f64, verb: char, sp: &Spec) -> Option<String> {
         let s = if f.is_nan() {
             "NaN".to_string()
         } else if f > 0.0 {
-            if sp.plus { "+Inf" } else { "+Inf" }.to_string()
+            "+Inf".to_string()
         } else {
             "-Inf".to_string()
         };
@@ -431,7 +431,7 @@ mod tests {
         assert_eq!(sprintf("%d", &[V::Float(3.0)]), "%!d(float64=3)");
         assert_eq!(sprintf("%s", &[V::Int(3)]), "%!s(int=3)");
         assert_eq!(sprintf("%q", &[s("a\"b")]), "\"a\\\"b\"");
-        assert_eq!(sprintf("%.2f", &[V::Float(3.14159)]), "3.14");
+        assert_eq!(sprintf("%.2f", &[V::Float(1.23456)]), "1.23");
         assert_eq!(sprintf("%f", &[V::Float(1.5)]), "1.500000");
         assert_eq!(sprintf("%x", &[V::Int(255)]), "ff");
         assert_eq!(sprintf("%X", &[s("hi")]), "6869");

@@ -90,7 +90,7 @@ pub struct ParseError {
 type PResult<T> = Result<T, ParseError>;
 
 /// How a list ended.
-enum End {
+enum ListEnd {
     Eof,
     End,
     Else(usize),
@@ -122,9 +122,9 @@ pub fn parse(src: &str, is_func: &dyn Fn(&str) -> bool) -> PResult<Tree> {
     };
     let (root, end) = p.list(true)?;
     match end {
-        End::Eof => {}
-        End::End => return Err(p.err_prev("unexpected {{end}}")),
-        End::Else(pos) => {
+        ListEnd::Eof => {}
+        ListEnd::End => return Err(p.err_prev("unexpected {{end}}")),
+        ListEnd::Else(pos) => {
             return Err(ParseError {
                 pos,
                 msg: "unexpected {{else}}".into(),
@@ -207,7 +207,7 @@ impl Parser<'_> {
         }
     }
 
-    fn list(&mut self, top: bool) -> PResult<(Vec<Node>, End)> {
+    fn list(&mut self, top: bool) -> PResult<(Vec<Node>, ListEnd)> {
         self.depth += 1;
         if self.depth > MAX_NESTING {
             return Err(self.err("template nested too deeply"));
@@ -216,7 +216,7 @@ impl Parser<'_> {
         let end = loop {
             let Some(item) = self.next() else {
                 if top {
-                    break End::Eof;
+                    break ListEnd::Eof;
                 }
                 return Err(self.err("unexpected EOF"));
             };
@@ -239,7 +239,7 @@ impl Parser<'_> {
                                     msg: "unexpected {{end}}".into(),
                                 });
                             }
-                            break End::End;
+                            break ListEnd::End;
                         }
                         Some("else") => {
                             self.i += 1;
@@ -249,7 +249,7 @@ impl Parser<'_> {
                                     msg: "unexpected {{else}}".into(),
                                 });
                             }
-                            break End::Else(pos);
+                            break ListEnd::Else(pos);
                         }
                         Some("if") | Some("range") | Some("with") => {
                             self.i += 1;
@@ -351,7 +351,7 @@ impl Parser<'_> {
         let saved = std::mem::replace(&mut self.vars, vec!["$".into()]);
         let (list, end) = self.list(false)?;
         self.vars = saved;
-        if !matches!(end, End::End) {
+        if !matches!(end, ListEnd::End) {
             return Err(self.err("unexpected {{else}} in define"));
         }
         self.add_define(pos, name, list)
@@ -363,7 +363,7 @@ impl Parser<'_> {
         let saved = std::mem::replace(&mut self.vars, vec!["$".into()]);
         let (list, end) = self.list(false)?;
         self.vars = saved;
-        if !matches!(end, End::End) {
+        if !matches!(end, ListEnd::End) {
             return Err(self.err("unexpected {{else}} in block"));
         }
         self.add_define(pos, name.clone(), list)?;
@@ -385,8 +385,8 @@ impl Parser<'_> {
             self.range_depth -= 1;
         }
         let else_list = match end {
-            End::End => None,
-            End::Else(epos) => {
+            ListEnd::End => None,
+            ListEnd::Else(epos) => {
                 self.skip_space();
                 // `else if` / `else with`: treat as a nested control inside the else list.
                 let chained = match self.peek() {
@@ -404,13 +404,13 @@ impl Parser<'_> {
                 } else {
                     self.expect_right("else")?;
                     let (el, end2) = self.list(false)?;
-                    if !matches!(end2, End::End) {
+                    if !matches!(end2, ListEnd::End) {
                         return Err(self.err("expected end; found {{else}}"));
                     }
                     Some(el)
                 }
             }
-            End::Eof => return Err(self.err("unexpected EOF")),
+            ListEnd::Eof => return Err(self.err("unexpected EOF")),
         };
         self.vars.truncate(nvars);
         let b = Branch {

@@ -990,10 +990,8 @@ fn parse_term(t: &str) -> Result<Term, String> {
         nums.push(p.to_string());
         given += 1;
     }
-    if core.is_empty() || (given == 0 && !any) {
-        if core.is_empty() {
-            return Err(bad());
-        }
+    if core.is_empty() {
+        return Err(bad());
     }
     let mut vs = nums.join(".");
     if vs.is_empty() {

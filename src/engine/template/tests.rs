@@ -260,8 +260,8 @@ fn sprig_defaults() {
 fn sprig_math() {
     assert_eq!(r("{{ add .n 1 }}|{{ add1 .n }}|{{ sub 10 .n }}|{{ div 7 2 }}|{{ mod 7 2 }}|{{ mul 2 3 4 }}"), "4|4|7|3|1|24");
     assert_eq!(
-        r("{{ max 1 5 3 }}|{{ min 4 2 9 }}|{{ floor 1.7 }}|{{ ceil 1.2 }}|{{ round 3.14159 2 }}"),
-        "5|2|1|2|3.14"
+        r("{{ max 1 5 3 }}|{{ min 4 2 9 }}|{{ floor 1.7 }}|{{ ceil 1.2 }}|{{ round 1.23556 2 }}"),
+        "5|2|1|2|1.24"
     );
     assert_eq!(r("{{ int .half }}|{{ int64 \"42\" }}|{{ float64 \"1.5\" }}|{{ atoi \"12\" }}|{{ int \"3.0\" }}|{{ int \"abc\" }}"), "1|42|1.5|12|3|0");
     assert_eq!(

@@ -240,10 +240,10 @@ fn float_json(f: f64) -> Result<Value, String> {
         return Err(format!("json: unsupported value: {}", format_g(f)));
     }
     if f.fract() == 0.0 && f.abs() < 1e21 {
-        if f >= -9.223_372_036_854_775_808e18 && f < 9.223_372_036_854_775_808e18 {
+        if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
             return Ok(Value::from(f as i64));
         }
-        if f >= 0.0 && f < 1.844_674_407_370_955_2e19 {
+        if (0.0..1.844_674_407_370_955_2e19).contains(&f) {
             return Ok(Value::from(f as u64));
         }
     }
