@@ -1,0 +1,186 @@
+//! Go `text/template` + sprig, as CAPI evaluates ClusterClass inline patches
+//! (`valueFrom.template` and `enabledIf`).
+//!
+//! CAPI parses the template with `template.New("tpl").Funcs(sprig.HermeticTxtFuncMap())`,
+//! executes it on the JSON-decoded variables (so **every number is a float64**), and
+//! reads the output with `sigs.k8s.io/yaml` (go-yaml v2, YAML 1.1) into JSON. This
+//! module reproduces that chain.
+//!
+//! No crate fitted: `gtmpl` has its own value model (integers stay integers, no
+//! `<no value>` vs `<nil>` distinction, no Go argument type checks) and no sprig,
+//! so the lexer, parser, executor, `fmt` and sprig functions are written here.
+//!
+//! # Language
+//!
+//! Text and `{{ }}` actions with `{{-` / `-}}` trimming; comments `{{/* */}}`;
+//! pipelines with `|`; variables (`$x := …`, `$x = …`, `$`); fields `.a.b`,
+//! `$x.a`, `(pipeline).a`; `if`/`else if`/`else`, `with`/`else with`/`else`,
+//! `range` over slices, maps (sorted keys) and integers with `$i, $v :=`, `else`,
+//! `break`, `continue`; `define`, `template`, `block`; string, raw string, char,
+//! number, bool and nil literals. Go's rules apply: truthiness, a missing map key
+//! prints `<no value>`, `.a.b` on a missing `.a` is `<no value>` and on a null
+//! `.a` is an error, number literals are `int` unless written as floats, and
+//! typed function parameters reject other types (`{{ trunc .n "x" }}` with a
+//! float64 `.n` is an error, exactly as in Go). Values print with Go's `fmt`
+//! (`1e+06`, `map[a:1 b:2]`, `[a b]`).
+//!
+//! Builtins: `and or not len index print printf println eq ne lt le gt ge html js
+//! urlquery call` (`slice` is sprig's, which overrides Go's). `printf` supports
+//! the verbs `%v %s %d %q %f %F %e %E %g %G %x %X %o %O %b %c %U %t %T %%` with
+//! flags, width and precision, and Go's `%!verb(type=value)` error forms.
+//!
+//! # Sprig functions
+//!
+//! Strings: `trim trimAll trimPrefix trimSuffix upper lower title untitle substr
+//! repeat nospace trunc abbrev abbrevboth initials swapcase snakecase kebabcase
+//! camelcase wrap wrapWith contains hasPrefix hasSuffix quote squote cat indent
+//! nindent replace plural sha1sum sha256sum sha512sum adler32sum toString
+//! regexMatch regexFind regexFindAll regexReplaceAll regexReplaceAllLiteral
+//! regexSplit regexQuoteMeta split splitn splitList join sortAlpha toStrings
+//! b64enc b64dec b32enc b32dec` (and the `must…` regex variants).
+//! Defaults and flow: `default empty coalesce all any compact ternary fromJson
+//! toJson toPrettyJson toRawJson deepCopy fail` (and `must…` variants).
+//! Types: `typeOf typeIs typeIsLike kindOf kindIs deepEqual`.
+//! Paths: `base dir clean ext isAbs` (and the `os…` variants).
+//! Math: `add add1 sub div mod mul max biggest min ceil floor round int int64
+//! float64 atoi toDecimal seq until untilStep addf add1f subf mulf divf maxf minf`.
+//! Lists: `list tuple first rest last initial append push prepend concat reverse
+//! uniq without has slice chunk` (and `must…` variants).
+//! Dicts: `dict get set unset hasKey pluck keys values pick omit merge
+//! mergeOverwrite dig` (`keys` and `values` are sorted by key; Go's order is random).
+//! Semver: `semver` (with `.Major .Minor .Patch .Prerelease .Metadata .Original
+//! .Compare …`) and `semverCompare` with Masterminds constraint syntax.
+//! URLs: `urlParse urlJoin`.
+//!
+//! Not provided: the non-hermetic functions CAPI removes (dates, `now`, random
+//! strings, `uuidv4`, `env`, `expandenv`, `getHostByName`), and the random or
+//! key-generating ones the hermetic map still has (`randInt`, `shuffle`,
+//! `genPrivateKey`, certificate and `bcrypt`/`htpasswd`/`derivePassword`/AES
+//! functions, `toDate`/`duration`/`ago`). Using one is a parse error, as an
+//! undefined function is in Go. `snakecase`/`kebabcase` split on case changes
+//! and `_ - space` only (xstrings' digit rules are not reproduced).
+//!
+//! # Limits
+//!
+//! Go has none; a template here cannot run away:
+//! [`MAX_OPS`] evaluation steps (commands, loop iterations), [`MAX_OUTPUT`]
+//! bytes of output, [`MAX_STRING`] bytes per function result (`repeat`, `indent`,
+//! …), [`MAX_LIST`] elements per generated list (`until`, `seq`, `append`, …),
+//! [`MAX_NESTING`] levels of parse nesting and [`MAX_TEMPLATE_DEPTH`] nested
+//! `template` calls. Regexes are compiled with a size limit. Exceeding a limit is
+//! an execution error.
+//!
+//! # Output
+//!
+//! [`Template::render_value`] parses the output as YAML 1.1 (see [`yaml11`]); an
+//! empty or whitespace-only output is `null`. [`Template::render_enabled`] is true
+//! only when that value is exactly JSON `true` (CAPI compares the JSON bytes to
+//! `true`), so `True`, `yes`, `on` and ` true ` enable, while `"true"`, `1` and
+//! `false` do not.
+
+mod exec;
+mod funcs;
+mod gofmt;
+mod lex;
+mod parse;
+mod sprig;
+mod value;
+pub mod yaml11;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// The name CAPI gives every template.
+pub const MAIN_NAME: &str = "tpl";
+/// Evaluation steps (commands, text nodes, loop iterations) per render.
+pub const MAX_OPS: u64 = 1_000_000;
+/// Bytes of rendered output.
+pub const MAX_OUTPUT: usize = 4 << 20;
+/// Bytes of a single string produced by a function.
+pub const MAX_STRING: usize = 1 << 20;
+/// Elements of a list produced by a function.
+pub const MAX_LIST: usize = 100_000;
+/// Nesting of control structures and parentheses in the source.
+pub const MAX_NESTING: usize = 100;
+/// Nested `{{template}}` calls.
+pub const MAX_TEMPLATE_DEPTH: usize = 100;
+
+/// A parsed template. `Send + Sync` so packs can be shared between requests.
+#[derive(Debug, Clone)]
+pub struct Template {
+    src: Arc<str>,
+    tree: Arc<parse::Tree>,
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TemplateError {
+    #[error("template: {0}")]
+    Parse(String),
+    #[error("template: {0}")]
+    Exec(String),
+    #[error("template output is not valid YAML: {0}")]
+    Yaml(String),
+}
+
+/// 1-based line and 0-based byte column of `pos`, as Go's template errors show them.
+fn line_col(src: &str, pos: usize) -> (usize, usize) {
+    let pos = pos.min(src.len());
+    let before = src.get(..pos).unwrap_or(src);
+    let line = 1 + before.matches('\n').count();
+    let col = match before.rfind('\n') {
+        Some(i) => pos - i - 1,
+        None => pos,
+    };
+    (line, col)
+}
+
+impl Template {
+    pub fn parse(src: &str) -> Result<Template, TemplateError> {
+        let tree = parse::parse(src, &funcs::exists).map_err(|e| {
+            let (line, _) = line_col(src, e.pos);
+            TemplateError::Parse(format!("{MAIN_NAME}:{line}: {}", e.msg))
+        })?;
+        Ok(Template {
+            src: src.into(),
+            tree: Arc::new(tree),
+        })
+    }
+
+    /// Execute the template on `data` (a JSON value, seen as Go sees decoded JSON).
+    pub fn render(&self, data: &Value) -> Result<String, TemplateError> {
+        let mut st = exec::State::new(&self.tree, value::V::from_json(data));
+        match st.run() {
+            Ok(()) => Ok(st.out),
+            Err(e) => {
+                let (line, col) = line_col(&self.src, e.pos);
+                let name = st.template_name().to_string();
+                let at =
+                    e.at.and_then(|(a, b)| self.src.get(a..b))
+                        .map(|t| format!(" at <{t}>"))
+                        .unwrap_or_default();
+                Err(TemplateError::Exec(format!(
+                    "{MAIN_NAME}:{line}:{col}: executing {name:?}{at}: {}",
+                    e.msg
+                )))
+            }
+        }
+    }
+
+    /// Render, then read the output as YAML 1.1 into JSON as `sigs.k8s.io/yaml` does.
+    pub fn render_value(&self, data: &Value) -> Result<Value, TemplateError> {
+        let text = self.render(data)?;
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        yaml11::yaml_to_json(&text).map_err(TemplateError::Yaml)
+    }
+
+    /// CAPI's `enabledIf`: enabled only if the rendered value is JSON `true`.
+    pub fn render_enabled(&self, data: &Value) -> Result<bool, TemplateError> {
+        Ok(self.render_value(data)? == Value::Bool(true))
+    }
+}
+
+#[cfg(test)]
+mod tests;
