@@ -17,6 +17,10 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use stackhook::server::tls;
 
+/// The same allocator as the product, so the comparison measures only the work done.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 async fn echo(body: Bytes) -> (StatusCode, Vec<u8>) {
     let v: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 CONNS=${2:-32}
-THREADS=${THREADS:-2}
+THREADS=${THREADS:-1}  # one wrk thread leaves the server most of the 2nd core
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 cargo build --release --bin stackhook --bench floor >/dev/null 2>&1 || cargo build --release --bin stackhook --bench floor
 TARGET=${CARGO_TARGET_DIR:-target}

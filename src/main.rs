@@ -8,6 +8,11 @@ use clap::{Parser, Subcommand};
 use stackhook::config::ServeArgs;
 use stackhook::engine::{EmptyEngine, PatchEngine};
 
+/// glibc's malloc and free were a sixth of the request path in profiles; mimalloc's
+/// per-thread heaps cost far less for the many short-lived JSON allocations.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "stackhook",

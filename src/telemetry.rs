@@ -3,7 +3,9 @@
 //! Lines are written by a background thread (tracing-appender), so a slow stdout
 //! (a pipe to a log shipper) never stalls request handling. The writer blocks
 //! rather than dropping lines when its buffer is full: losing audit lines under
-//! load is worse than slowing down.
+//! load is worse than slowing down. The thread writes through a buffer and flushes
+//! each time its queue runs dry, so under load many lines share one `write(2)`
+//! while a quiet server still shows every line at once.
 
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::{fmt, EnvFilter};
@@ -14,9 +16,13 @@ use crate::config::LogFormat;
 /// still queued.
 pub fn init(format: LogFormat) -> WorkerGuard {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let (writer, guard) = NonBlockingBuilder::default()
-        .lossy(false)
-        .finish(std::io::stdout());
+    let (writer, guard) =
+        NonBlockingBuilder::default()
+            .lossy(false)
+            .finish(std::io::BufWriter::with_capacity(
+                64 * 1024,
+                std::io::stdout(),
+            ));
     let builder = fmt()
         .with_env_filter(filter)
         .with_target(false)

@@ -266,7 +266,13 @@ fn sigterm_drains_and_exits_zero() {
     let mut srv = Server::start(&[]);
     let status = srv.sigterm();
     assert_eq!(status.code(), Some(0));
-    let logs: Vec<String> = srv.logs.try_iter().collect();
+    // The reader thread may still hold the last lines: read until it sees EOF.
+    let logs: Vec<String> = std::iter::from_fn(|| {
+        srv.logs
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .ok()
+    })
+    .collect();
     assert!(logs.iter().any(|l| l.contains("\"stopped\"")), "{logs:?}");
 }
 
