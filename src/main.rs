@@ -1,5 +1,6 @@
 //! The `stackhook` command line.
 
+use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -28,6 +29,9 @@ struct Cli {
 enum Command {
     /// Serve the Runtime Extension over HTTPS (and /metrics, /healthz, /readyz over HTTP).
     Serve(Box<ServeArgs>),
+    /// Print the OpenStackCluster, OpenStackClusterTemplate, OpenStackMachine and
+    /// OpenStackMachineTemplate CRDs as multi-document YAML, for `kubectl apply -f -`.
+    Crds,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,6 +48,16 @@ fn main() -> anyhow::Result<()> {
             runtime
                 .block_on(stackhook::server::run(*args, engine, registry))
                 .context("serve")?;
+            Ok(())
+        }
+        Command::Crds => {
+            // Fails (non-zero exit, nothing on stdout) rather than printing a
+            // schema the apiserver would store in a half-right form.
+            let yaml = stackhook::infra::api::try_crds_yaml().context("generating the CRDs")?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(yaml.as_bytes())
+                .and_then(|()| out.flush())
+                .context("writing the CRDs")?;
             Ok(())
         }
     }

@@ -1,11 +1,16 @@
 //! The CAPO-compatible CRDs: schema shape, metadata, and the behaviour of
 //! the generated validation on hand-written CAPO-shaped objects.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+#[path = "support/crd_schema.rs"]
+mod crd_schema;
 
+use std::collections::BTreeSet;
+
+use crd_schema::{
+    assert_rejected, cel_errors, fixture_dir, load, schema_errors, walk_rules, yaml_files,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::core::cel::{apply_defaults, compile_schema, Validator};
+use kube::core::cel::{apply_defaults, compile_schema};
 use serde_json::{json, Value};
 use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
 use stackhook::infra::api::schema::check_structural;
@@ -42,45 +47,6 @@ fn schema(kind: &str) -> Value {
     serde_json::to_value(s).expect("schema to JSON")
 }
 
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/capo")
-}
-
-fn yaml_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("fixture dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
-
-fn load(path: &Path) -> (String, Value) {
-    let text = std::fs::read_to_string(path).expect("read fixture");
-    let value: Value = serde_yaml::from_str(&text).expect("fixture is YAML");
-    (text, value)
-}
-
-/// Instance paths of every OpenAPI violation, formats included.
-fn schema_errors(schema: &Value, object: &Value) -> Vec<String> {
-    let validator = jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
-        .expect("schema compiles");
-    validator
-        .iter_errors(object)
-        .map(|e| format!("{} ({e})", e.instance_path()))
-        .collect()
-}
-
-fn cel_errors(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<String> {
-    match Validator::new().validate(schema, object, old) {
-        Ok(()) => Vec::new(),
-        Err(errors) => errors.iter().map(|e| e.to_string()).collect(),
-    }
-}
-
 /// Serializes through the Rust type and back, as a controller would.
 fn round_trip(kind: &str, value: &Value) -> Value {
     fn via<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Value {
@@ -94,59 +60,6 @@ fn round_trip(kind: &str, value: &Value) -> Value {
         "OpenStackMachine" => via::<OpenStackMachine>(value),
         "OpenStackMachineTemplate" => via::<OpenStackMachineTemplate>(value),
         other => panic!("unexpected kind {other}"),
-    }
-}
-
-/// An independent walk of the rules the apiserver and CAPI impose, so the
-/// crate's own checker is not the only judge.
-fn walk_rules(node: &Value, path: &str, problems: &mut Vec<String>) {
-    let Value::Object(obj) = node else { return };
-    for key in [
-        "nullable",
-        "$ref",
-        "$schema",
-        "title",
-        "definitions",
-        "$defs",
-        "x-kubernetes-preserve-unknown-fields",
-    ] {
-        if obj.contains_key(key) {
-            problems.push(format!("{path}: has {key}"));
-        }
-    }
-    let int_or_string = obj.get("x-kubernetes-int-or-string") == Some(&json!(true));
-    match obj.get("type") {
-        Some(Value::String(_)) => {}
-        None if int_or_string => {
-            assert_eq!(
-                obj.get("anyOf"),
-                Some(&json!([{"type": "integer"}, {"type": "string"}])),
-                "{path}"
-            );
-        }
-        other => problems.push(format!("{path}: type is {other:?}")),
-    }
-    if obj.get("type") == Some(&json!("integer")) {
-        for key in ["minimum", "maximum"] {
-            if let Some(n) = obj.get(key).and_then(Value::as_f64) {
-                if n.fract() != 0.0 {
-                    problems.push(format!("{path}: {key} {n}"));
-                }
-            }
-        }
-    }
-    if let Some(Value::Object(props)) = obj.get("properties") {
-        for (k, v) in props {
-            walk_rules(v, &format!("{path}.{k}"), problems);
-        }
-    }
-    if let Some(items) = obj.get("items") {
-        walk_rules(items, &format!("{path}[]"), problems);
-    }
-    match obj.get("additionalProperties") {
-        Some(Value::Bool(_)) => problems.push(format!("{path}: boolean additionalProperties")),
-        Some(ap) => walk_rules(ap, &format!("{path}{{*}}"), problems),
-        None => {}
     }
 }
 
@@ -396,35 +309,7 @@ fn invalid_fixtures_are_rejected_by_capos_rule() {
     let files = yaml_files(&fixture_dir().join("invalid"));
     assert!(files.len() >= 20);
     for path in files {
-        let (text, object) = load(&path);
-        let expect = text
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("# rejects: "))
-            .unwrap_or_else(|| panic!("{}: no `# rejects:` header", path.display()));
-        let (engine, needle) = expect.split_once(' ').expect("engine and needle");
-        let kind = object["kind"].as_str().expect("kind");
-        let schema = schema(kind);
-        let defaulted = apply_defaults(&schema, &object);
-        let errors = schema_errors(&schema, &defaulted);
-        match engine {
-            "schema" => assert!(
-                errors.iter().any(|e| e.starts_with(&format!("{needle} "))),
-                "{}: wanted an error at {needle}, got {errors:#?}",
-                path.display()
-            ),
-            "cel" => {
-                // The OpenAPI part accepts it: only the CEL rule catches it.
-                assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
-                let cel = cel_errors(&schema, &defaulted, None);
-                assert!(
-                    cel.iter().any(|e| e.contains(needle)),
-                    "{}: wanted {needle:?}, got {cel:#?}",
-                    path.display()
-                );
-            }
-            other => panic!("unknown engine {other}"),
-        }
+        assert_rejected(&path, schema);
     }
 }
 

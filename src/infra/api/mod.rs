@@ -12,7 +12,9 @@ pub mod types;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
 use kube::CustomResourceExt;
 use serde_json::{json, Value};
 
@@ -79,6 +81,12 @@ fn finish(crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, Crd
         return Err(CrdError::NotStructural { name, problems });
     }
     let mut crd: CustomResourceDefinition = serde_json::from_value(value).map_err(json_err)?;
+    // Spelled out so that applying over CAPO's CRDs switches off their
+    // conversion webhook, which is gone once CAPO's manager is.
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "None".to_owned(),
+        webhook: None,
+    });
     crd.metadata
         .labels
         .get_or_insert_with(BTreeMap::new)
