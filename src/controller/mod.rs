@@ -211,3 +211,73 @@ async fn run_inner(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn cfg(args: &[&str]) -> Option<ControllerConfig> {
+        let cli = Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .expect("flags parse");
+        ControllerConfig::from_args(&cli.serve)
+    }
+
+    #[test]
+    fn controllers_are_opt_in_with_election_on_by_default() {
+        assert_eq!(cfg(&[]), None);
+        let c = cfg(&["--controllers"]).unwrap();
+        assert!(c.leader_election);
+        assert_eq!(c.leader_election_id, "stackhook-controllers");
+        assert_eq!(c.lease_duration, Duration::from_secs(15));
+        assert_eq!(c.renew_deadline, Duration::from_secs(10));
+        assert_eq!(c.retry_period, Duration::from_secs(2));
+        assert_eq!(c.concurrency, 10);
+        assert_eq!(c.watch_namespace, None);
+    }
+
+    #[test]
+    fn flags_reach_the_config() {
+        let c = cfg(&[
+            "--controllers",
+            "--leader-election=false",
+            "--watch-namespace",
+            "capi-clusters",
+            "--leader-election-namespace",
+            "stackhook-system",
+            "--leader-election-id",
+            "lease-x",
+            "--controller-concurrency",
+            "3",
+            "--ntp-server",
+            "10.0.0.123",
+            "--management-vip",
+            "10.0.0.5",
+            "--kubeconfig",
+            "/tmp/kc",
+        ])
+        .unwrap();
+        assert!(!c.leader_election);
+        assert_eq!(c.watch_namespace.as_deref(), Some("capi-clusters"));
+        assert_eq!(
+            c.leader_election_namespace.as_deref(),
+            Some("stackhook-system")
+        );
+        assert_eq!(c.leader_election_id, "lease-x");
+        assert_eq!(c.concurrency, 3);
+        assert_eq!(c.ntp_server.as_deref(), Some("10.0.0.123"));
+        assert_eq!(c.management_vip.as_deref(), Some("10.0.0.5"));
+        assert_eq!(c.kubeconfig, Some(PathBuf::from("/tmp/kc")));
+        assert!(
+            cfg(&["--controllers", "--leader-election"])
+                .unwrap()
+                .leader_election
+        );
+    }
+}
