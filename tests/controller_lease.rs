@@ -223,3 +223,148 @@ async fn release_without_holding_sends_nothing() {
     drop(e);
     api.expect_no_more().await;
 }
+
+mod running {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use prometheus_client::metrics::gauge::Gauge;
+    use stackhook::controller::leader::{run_elected, stopped};
+    use tokio::sync::watch;
+
+    fn fast(retry_ms: u64) -> LeaseSettings {
+        LeaseSettings {
+            lease_duration: Duration::from_secs(5),
+            renew_deadline: Duration::from_secs(3),
+            retry_period: Duration::from_millis(retry_ms),
+            ..settings()
+        }
+    }
+
+    type LeadFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+    struct Lead {
+        started: Arc<AtomicBool>,
+        ended: Arc<AtomicBool>,
+    }
+
+    fn lead() -> (Lead, impl FnMut(watch::Receiver<bool>) -> LeadFuture) {
+        let started = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(AtomicBool::new(false));
+        let flags = Lead {
+            started: started.clone(),
+            ended: ended.clone(),
+        };
+        let f = move |stop: watch::Receiver<bool>| {
+            let (started, ended) = (started.clone(), ended.clone());
+            Box::pin(async move {
+                started.store(true, Ordering::SeqCst);
+                stopped(stop).await;
+                ended.store(true, Ordering::SeqCst);
+            }) as LeadFuture
+        };
+        (flags, f)
+    }
+
+    #[tokio::test]
+    async fn controllers_stop_when_the_lease_is_taken_over() {
+        let (client, mut api) = pair();
+        let gauge = Gauge::default();
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (flags, f) = lead();
+        let task = tokio::spawn(run_elected(
+            LeaderElector::new(client, fast(50)),
+            gauge.clone(),
+            shutdown_rx,
+            f,
+        ));
+        api.expect("GET", LEASE_PATH, 404, status_error(404, "NotFound"))
+            .await;
+        api.expect(
+            "POST",
+            LEASES_PATH,
+            201,
+            lease("pod-a_1", "1", "2026-01-01T00:00:00.000000Z", 0),
+        )
+        .await;
+        // The renewal finds another holder (e.g. after a long pause of this process).
+        api.expect(
+            "GET",
+            LEASE_PATH,
+            200,
+            lease("pod-b_9", "9", "2026-01-01T00:00:30.000000Z", 1),
+        )
+        .await;
+        // Back to campaigning: the next read, answered while controllers are stopped.
+        api.expect(
+            "GET",
+            LEASE_PATH,
+            200,
+            lease("pod-b_9", "9", "2026-01-01T00:00:30.000000Z", 1),
+        )
+        .await;
+        assert!(flags.started.load(Ordering::SeqCst));
+        assert!(
+            flags.ended.load(Ordering::SeqCst),
+            "controllers stopped on loss"
+        );
+        assert_eq!(gauge.get(), 0);
+        shutdown_tx.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("stops on shutdown")
+            .unwrap();
+        // Not the holder: nothing to release.
+        api.expect_no_more().await;
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_controllers_then_releases() {
+        let (client, mut api) = pair();
+        let gauge = Gauge::default();
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (flags, f) = lead();
+        let task = tokio::spawn(run_elected(
+            LeaderElector::new(client, fast(1000)),
+            gauge.clone(),
+            shutdown_rx,
+            f,
+        ));
+        api.expect("GET", LEASE_PATH, 404, status_error(404, "NotFound"))
+            .await;
+        api.expect(
+            "POST",
+            LEASES_PATH,
+            201,
+            lease("pod-a_1", "1", "2026-01-01T00:00:00.000000Z", 0),
+        )
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !(flags.started.load(Ordering::SeqCst) && gauge.get() == 1) {
+            assert!(Instant::now() < deadline, "controllers did not start");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown_tx.send(true).unwrap();
+        let put = api
+            .expect(
+                "PUT",
+                LEASE_PATH,
+                200,
+                lease("", "2", "2026-01-01T00:00:01.000000Z", 0),
+            )
+            .await;
+        assert!(
+            flags.ended.load(Ordering::SeqCst),
+            "controllers stopped before the release"
+        );
+        assert_eq!(put.body["spec"]["holderIdentity"], "");
+        assert_eq!(put.body["metadata"]["resourceVersion"], "1");
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("returns after releasing")
+            .unwrap();
+        assert_eq!(gauge.get(), 0);
+        api.expect_no_more().await;
+    }
+}
