@@ -70,6 +70,44 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, value_enum, env = "STACKHOOK_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
+    /// Run the OpenStack infrastructure controllers in this process. They stay
+    /// off (hooks are still served) when no Kubernetes config is found.
+    #[arg(long, env = "STACKHOOK_CONTROLLERS")]
+    pub controllers: bool,
+    /// Kubeconfig for the controllers; else $KUBECONFIG, ~/.kube/config or the
+    /// in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "STACKHOOK_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// Run the controllers only on the replica that holds a Lease.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_election: bool,
+    /// Namespace of the Lease (default: the pod's own namespace).
+    #[arg(long, env = "STACKHOOK_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the Lease.
+    #[arg(long, default_value = "stackhook-controllers")]
+    pub leader_election_id: String,
+    /// How long a Lease holds without renewal before another replica may take it.
+    #[arg(long, default_value_t = 15)]
+    pub leader_election_lease_duration_seconds: u64,
+    /// The holder steps down when it could not renew for this long.
+    #[arg(long, default_value_t = 10)]
+    pub leader_election_renew_deadline_seconds: u64,
+    /// Time between acquire or renew attempts.
+    #[arg(long, default_value_t = 2)]
+    pub leader_election_retry_period_seconds: u64,
+    /// OpenStackClusters reconciled at once.
+    #[arg(long, default_value_t = 10)]
+    pub controller_concurrency: u16,
+    /// NTP server published to the bootstrap in status.extensions.platform.ntp.
+    #[arg(long, env = "STACKHOOK_NTP_SERVER")]
+    pub ntp_server: Option<String>,
+    /// Management VIP published in status.extensions.platform.management.
+    #[arg(long, env = "STACKHOOK_MANAGEMENT_VIP")]
+    pub management_vip: Option<String>,
 }
 
 /// One handler's Discovery settings.

@@ -2,6 +2,7 @@
 //! controllers in the same process.
 
 pub mod config;
+pub mod controller;
 pub mod engine;
 pub mod hooks;
 pub mod infra;

@@ -45,8 +45,12 @@ fn main() -> anyhow::Result<()> {
                 .context("starting the async runtime")?;
             let engine: Arc<dyn PatchEngine> = Arc::new(EmptyEngine);
             let registry = stackhook::server::default_registry(&args);
+            // Shared by the controllers (with --controllers) and the hook handlers.
+            let results = stackhook::controller::ClusterResults::new();
             runtime
-                .block_on(stackhook::server::run(*args, engine, registry))
+                .block_on(stackhook::server::run_with_results(
+                    *args, engine, registry, results,
+                ))
                 .context("serve")?;
             Ok(())
         }

@@ -1,8 +1,10 @@
-//! Prometheus metrics of the hook server (prometheus-client, OpenMetrics text).
+//! Prometheus metrics of the hook server and the in-process controllers
+//! (prometheus-client, OpenMetrics text), all in one registry.
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -42,11 +44,87 @@ fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 16))
 }
 
+/// How one reconcile ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum ReconcileOutcome {
+    /// The cloud half ran and returned an outcome (converged or progressing).
+    success,
+    /// Nothing to do: no owner yet, paused, or only the finalizer was added.
+    skipped,
+    /// Deletion is waiting (Machines, cloud resources going away).
+    waiting,
+    /// Spec or credentials are wrong; a Condition and an Event say why.
+    user_error,
+    /// Cloud or apiserver trouble that a retry may fix.
+    transient_error,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub controller: String,
+    pub outcome: ReconcileOutcome,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+fn reconcile_histogram() -> Histogram {
+    // 1 ms .. ~65 s: cloud calls dominate, Octavia waits come back as requeues.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// The controllers' share of the registry; cheap to clone into each controller.
+#[derive(Clone)]
+pub struct ControllerMetrics {
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    pub duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    /// 1 while this replica holds the lease (or runs without election).
+    pub leader: Gauge,
+}
+
+impl Default for ControllerMetrics {
+    fn default() -> Self {
+        ControllerMetrics {
+            reconciles: Family::default(),
+            duration: Family::new_with_constructor(reconcile_histogram),
+            leader: Gauge::default(),
+        }
+    }
+}
+
+impl ControllerMetrics {
+    pub fn observe(&self, controller: &str, outcome: ReconcileOutcome, seconds: f64) {
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                controller: controller.to_string(),
+                outcome,
+            })
+            .inc();
+        self.duration
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_string(),
+            })
+            .observe(seconds);
+    }
+}
+
+impl std::fmt::Debug for ControllerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerMetrics")
+            .field("leader", &self.leader.get())
+            .finish_non_exhaustive()
+    }
+}
+
 pub struct Metrics {
     pub registry: Registry,
     pub requests: Family<CallLabels, Counter>,
     pub duration: Family<HandlerLabels, Histogram, fn() -> Histogram>,
     pub certificate_reloads: Counter,
+    pub controllers: ControllerMetrics,
 }
 
 impl Default for Metrics {
@@ -78,11 +156,28 @@ impl Metrics {
             "Serving certificates loaded after a change of the files",
             certificate_reloads.clone(),
         );
+        let controllers = ControllerMetrics::default();
+        registry.register(
+            "controller_reconciles",
+            "Reconciles by controller and outcome",
+            controllers.reconciles.clone(),
+        );
+        registry.register(
+            "controller_reconcile_duration_seconds",
+            "Time one reconcile took, cloud calls included",
+            controllers.duration.clone(),
+        );
+        registry.register(
+            "controller_leader",
+            "1 while this replica runs the controllers (holds the lease), else 0",
+            controllers.leader.clone(),
+        );
         Metrics {
             registry,
             requests,
             duration,
             certificate_reloads,
+            controllers,
         }
     }
 

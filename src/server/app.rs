@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::config::{ConfigError, HandlerConfig, HandlerSettings};
+use crate::controller::ClusterResults;
 use crate::engine::PatchEngine;
 use crate::hooks::{upgrade_plan, LifecycleResponse, Registry};
 use crate::metrics::{Metrics, Outcome};
@@ -52,6 +53,9 @@ pub struct App {
     registry: Registry,
     kubernetes_versions: Vec<String>,
     pub metrics: Arc<Metrics>,
+    /// What the OpenStackCluster controller last published (empty on
+    /// replicas that do not lead, and when the controllers are off).
+    pub cluster_results: ClusterResults,
 }
 
 /// The encoded answer of one call plus what the log line and metrics need.
@@ -131,7 +135,14 @@ impl App {
             registry,
             kubernetes_versions: opts.kubernetes_versions,
             metrics,
+            cluster_results: ClusterResults::new(),
         })
+    }
+
+    /// Shares the controllers' result store with the hook handlers.
+    pub fn with_cluster_results(mut self, results: ClusterResults) -> App {
+        self.cluster_results = results;
+        self
     }
 
     pub fn capi(&self) -> CapiVersion {

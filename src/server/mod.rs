@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{HandlerConfig, ServeArgs};
+use crate::controller::{ClusterResults, ControllerConfig};
 use crate::engine::PatchEngine;
 use crate::hooks::{hold::HoldHandler, Registry};
 use crate::metrics::Metrics;
@@ -56,22 +57,36 @@ pub async fn run(
     engine: Arc<dyn PatchEngine>,
     registry: Registry,
 ) -> Result<(), ServeError> {
+    run_with_results(args, engine, registry, ClusterResults::new()).await
+}
+
+/// [`run`], sharing `results` between the controllers (with `--controllers`)
+/// and the hook handlers.
+pub async fn run_with_results(
+    args: ServeArgs,
+    engine: Arc<dyn PatchEngine>,
+    registry: Registry,
+    results: ClusterResults,
+) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new());
     let handler_config = match &args.handler_config {
         Some(p) => HandlerConfig::load(p)?,
         None => HandlerConfig::default(),
     };
-    let app = Arc::new(App::new(
-        AppOptions {
-            capi: args.capi_version,
-            handler_config,
-            kubernetes_versions: args.kubernetes_versions.clone(),
-            enable_in_place_hooks: args.enable_in_place_hooks,
-        },
-        engine,
-        registry,
-        metrics.clone(),
-    )?);
+    let app = Arc::new(
+        App::new(
+            AppOptions {
+                capi: args.capi_version,
+                handler_config,
+                kubernetes_versions: args.kubernetes_versions.clone(),
+                enable_in_place_hooks: args.enable_in_place_hooks,
+            },
+            engine,
+            registry,
+            metrics.clone(),
+        )?
+        .with_cluster_results(results.clone()),
+    );
 
     let (cert_files, key) = match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(c), Some(k)) => {
@@ -136,6 +151,21 @@ pub async fn run(
             .await
     });
 
+    // Started after the listeners are bound, so a bind failure exits before any
+    // lease is taken; a controller failure only logs.
+    let controllers = match ControllerConfig::from_args(&args) {
+        Some(cfg) => Some(tokio::spawn(crate::controller::run(
+            cfg,
+            metrics.controllers.clone(),
+            results,
+            stop_rx.clone(),
+        ))),
+        None => {
+            tracing::info!("controllers are off (enable with --controllers)");
+            None
+        }
+    };
+
     let router = http::router(app.clone(), args.max_body_bytes);
     let graceful = GracefulShutdown::new();
     tracing::info!(
@@ -198,6 +228,12 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!("in-flight requests did not finish in time");
+    }
+    if let Some(task) = controllers {
+        // Lets running reconciles finish and the lease be released.
+        if tokio::time::timeout(timeout, task).await.is_err() {
+            tracing::warn!("controllers did not stop in time");
+        }
     }
     if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), admin_task).await {
         return Err(ServeError::Admin(e));

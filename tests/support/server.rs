@@ -18,11 +18,18 @@ pub struct Server {
     pub ca_pem: Option<Vec<u8>>,
     pub dir: tempfile::TempDir,
     pub logs: mpsc::Receiver<String>,
+    /// JSON log lines printed before "listening", handed out by `drain_logs`.
+    early: std::sync::Mutex<Vec<serde_json::Value>>,
 }
 
 impl Server {
     /// Starts `stackhook serve` on ephemeral loopback ports with extra flags.
     pub fn start(extra: &[&str]) -> Server {
+        Server::start_with_env(extra, &[])
+    }
+
+    /// Like `start`, with environment changes: `Some(v)` sets, `None` removes.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, Option<&str>)]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut args: Vec<String> = vec![
             "serve".into(),
@@ -40,7 +47,14 @@ impl Server {
         args.extend(extra.iter().map(|s| s.to_string()));
         // The child is owned by `Server`, whose Drop kills and waits on it.
         #[allow(clippy::zombie_processes)]
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stackhook"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stackhook"));
+        for (k, v) in env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let mut child = cmd
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -57,6 +71,7 @@ impl Server {
             }
         });
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut early = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let line = rx
@@ -66,20 +81,23 @@ impl Server {
                 Ok(v) => v,
                 Err(_) => continue,
             };
-            if v["message"] == "listening" {
-                let https = v["https"].as_str().expect("https").to_string();
-                let admin = v["admin"].as_str().expect("admin").to_string();
-                let ca_path = dir.path().join("ss").join("ca.crt");
-                let ca_pem = std::fs::read(&ca_path).ok();
-                return Server {
-                    child,
-                    https: https.replace("127.0.0.1", "localhost"),
-                    admin,
-                    ca_pem,
-                    dir,
-                    logs: rx,
-                };
+            if v["message"] != "listening" {
+                early.push(v);
+                continue;
             }
+            let https = v["https"].as_str().expect("https").to_string();
+            let admin = v["admin"].as_str().expect("admin").to_string();
+            let ca_path = dir.path().join("ss").join("ca.crt");
+            let ca_pem = std::fs::read(&ca_path).ok();
+            return Server {
+                child,
+                https: https.replace("127.0.0.1", "localhost"),
+                admin,
+                ca_pem,
+                dir,
+                logs: rx,
+                early: std::sync::Mutex::new(early),
+            };
         }
     }
 
@@ -89,7 +107,7 @@ impl Server {
 
     /// Collects the log lines printed so far.
     pub fn drain_logs(&self) -> Vec<serde_json::Value> {
-        let mut out = Vec::new();
+        let mut out: Vec<serde_json::Value> = std::mem::take(&mut *self.early.lock().unwrap());
         while let Ok(line) = self.logs.try_recv() {
             if let Ok(v) = serde_json::from_str(&line) {
                 out.push(v);

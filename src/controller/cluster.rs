@@ -1,0 +1,487 @@
+//! The OpenStackCluster controller: the Kubernetes half of CAPO's cluster
+//! reconcile (owner, pause, finalizer, credentials, status, endpoint, Events),
+//! driving any [`ClusterInfra`] for the cloud half.
+//!
+//! Order follows CAPO v0.14: nothing happens until CAPI has set the owner
+//! reference; a paused Cluster (or paused object) is left alone; the finalizer
+//! is persisted before any cloud call; deletion waits until the cluster's
+//! Machines are gone.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerRunConfig, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::backoff::Backoff;
+use super::capi::{self, CapiResources};
+use super::identity::{read_identity, IdentityError};
+use super::results::{ClusterResult, ClusterResults};
+use super::status::{set_condition, PatchStatusSink};
+use crate::infra::api::names::{conditions, CLUSTER_FINALIZER, CLUSTER_NAME_LABEL};
+use crate::infra::api::types::{find_condition, ApiEndpoint};
+use crate::infra::api::{cluster::ClusterInitialization, OpenStackCluster};
+use crate::infra::seam::{ClusterInfra, ClusterScope, DeleteProgress, InfraError, SinkError};
+use crate::metrics::{ControllerMetrics, ReconcileOutcome};
+
+/// Name of this controller in metrics and logs.
+pub const CONTROLLER: &str = "openstackcluster";
+/// `reportingController` of the Events it publishes.
+pub const REPORTER: &str = "stackhook-openstackcluster";
+
+/// Requeue periods; tests shorten them.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// Re-check a converged cluster this often (CAPO's sync period).
+    pub resync: Duration,
+    /// Retry after a user error; a spec or Secret change is the real fix.
+    pub user_error: Duration,
+    /// Poll while the cluster's Machines are being deleted (CAPO: 5 s).
+    pub machines: Duration,
+    /// Retry while the owning Cluster object cannot be found.
+    pub missing_cluster: Duration,
+    /// First delay of the per-object exponential backoff on transient errors.
+    pub backoff_base: Duration,
+    /// Largest backoff delay.
+    pub backoff_cap: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            resync: Duration::from_secs(600),
+            user_error: Duration::from_secs(300),
+            machines: Duration::from_secs(5),
+            missing_cluster: Duration::from_secs(60),
+            backoff_base: Duration::from_secs(5),
+            backoff_cap: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Everything a reconcile needs; shared by all reconciles of the controller.
+pub struct ClusterContext<I> {
+    pub client: Client,
+    pub infra: I,
+    pub capi: CapiResources,
+    pub recorder: Recorder,
+    pub results: ClusterResults,
+    pub metrics: ControllerMetrics,
+    pub timing: Timing,
+    backoff: Backoff,
+}
+
+impl<I: ClusterInfra> ClusterContext<I> {
+    pub fn new(
+        client: Client,
+        infra: I,
+        capi: CapiResources,
+        results: ClusterResults,
+        metrics: ControllerMetrics,
+        timing: Timing,
+    ) -> ClusterContext<I> {
+        let reporter = Reporter {
+            controller: REPORTER.to_string(),
+            instance: super::leader::default_identity_host(),
+        };
+        ClusterContext {
+            recorder: Recorder::new(client.clone(), reporter),
+            backoff: Backoff::new(timing.backoff_base, timing.backoff_cap),
+            client,
+            infra,
+            capi,
+            results,
+            metrics,
+            timing,
+        }
+    }
+}
+
+/// Why a reconcile failed; all variants are retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("apiserver: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{reason}: {message}")]
+    Transient {
+        reason: String,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error("object has no namespace")]
+    NoNamespace,
+}
+
+/// One reconcile, with its outcome counted and timed.
+pub async fn reconcile<I: ClusterInfra>(
+    osc: Arc<OpenStackCluster>,
+    ctx: Arc<ClusterContext<I>>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let result = reconcile_inner(&osc, &ctx).await;
+    let outcome = match &result {
+        Ok((_, outcome)) => *outcome,
+        Err(_) => ReconcileOutcome::transient_error,
+    };
+    ctx.metrics
+        .observe(CONTROLLER, outcome, started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.backoff
+            .reset(&osc.namespace().unwrap_or_default(), &osc.name_any());
+    }
+    result.map(|(action, _)| action)
+}
+
+/// Transient failures: exponential backoff per object, logged but no Event.
+pub fn error_policy<I: ClusterInfra>(
+    osc: Arc<OpenStackCluster>,
+    err: &ReconcileError,
+    ctx: Arc<ClusterContext<I>>,
+) -> Action {
+    let (ns, name) = (osc.namespace().unwrap_or_default(), osc.name_any());
+    let backoff = ctx.backoff.next(&ns, &name);
+    let delay = match err {
+        ReconcileError::Transient {
+            retry_after: Some(after),
+            ..
+        } => *after,
+        _ => backoff,
+    };
+    tracing::warn!(namespace = %ns, name = %name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
+    Action::requeue(delay)
+}
+
+fn has_finalizer(osc: &OpenStackCluster) -> bool {
+    osc.finalizers().iter().any(|f| f == CLUSTER_FINALIZER)
+}
+
+async fn reconcile_inner<I: ClusterInfra>(
+    osc: &OpenStackCluster,
+    ctx: &ClusterContext<I>,
+) -> Result<(Action, ReconcileOutcome), ReconcileError> {
+    let ns = osc.namespace().ok_or(ReconcileError::NoNamespace)?;
+    let name = osc.name_any();
+    let deleting = osc.metadata.deletion_timestamp.is_some();
+    if deleting && !has_finalizer(osc) {
+        return Ok((Action::await_change(), ReconcileOutcome::skipped));
+    }
+    let owner = capi::owner_cluster_name(osc);
+    let cluster_name = match owner.clone() {
+        Some(n) => n,
+        // Deleting after the owner reference went away: the finalizer is ours,
+        // so clean up under the name CAPI labelled the object with.
+        None if deleting => osc
+            .labels()
+            .get(CLUSTER_NAME_LABEL)
+            .cloned()
+            .unwrap_or_else(|| name.clone()),
+        None => {
+            tracing::debug!(namespace = %ns, name = %name, "waiting for CAPI to set the Cluster owner reference");
+            return Ok((Action::await_change(), ReconcileOutcome::skipped));
+        }
+    };
+    let cluster = match owner {
+        Some(_) => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ctx.client.clone(), &ns, &ctx.capi.cluster);
+            api.get_opt(&cluster_name).await?
+        }
+        None => None,
+    };
+    if cluster.is_none() && !deleting {
+        tracing::info!(namespace = %ns, name = %name, cluster = %cluster_name, "owner Cluster not found");
+        return Ok((
+            Action::requeue(ctx.timing.missing_cluster),
+            ReconcileOutcome::skipped,
+        ));
+    }
+    if capi::is_paused(cluster.as_ref(), osc) {
+        tracing::debug!(namespace = %ns, name = %name, "paused");
+        return Ok((Action::await_change(), ReconcileOutcome::skipped));
+    }
+    let api: Api<OpenStackCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let scope = ClusterScope {
+        namespace: ns.clone(),
+        cluster_name,
+        machines_remaining: 0,
+    };
+    if deleting {
+        return cleanup(osc, ctx, &api, scope).await;
+    }
+    if !has_finalizer(osc) {
+        set_finalizers(&api, osc, |f| f.push(CLUSTER_FINALIZER.to_string())).await?;
+        // The write comes back as a watch event, which starts the real work.
+        return Ok((Action::await_change(), ReconcileOutcome::skipped));
+    }
+    apply(osc, ctx, &api, scope).await
+}
+
+/// Merge-patches `metadata.finalizers`, guarded by the resourceVersion read so
+/// that a concurrent change to the list is a conflict instead of lost.
+/// (kube's `finalizer` helper removes the finalizer whenever cleanup returns
+/// `Ok`, which leaves no way to say "still waiting" without an error.)
+async fn set_finalizers(
+    api: &Api<OpenStackCluster>,
+    osc: &OpenStackCluster,
+    change: impl FnOnce(&mut Vec<String>),
+) -> Result<(), kube::Error> {
+    let mut finalizers = osc.finalizers().to_vec();
+    change(&mut finalizers);
+    let patch = json!({
+        "metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": osc.resource_version(),
+        }
+    });
+    api.patch(
+        &osc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn apply<I: ClusterInfra>(
+    osc: &OpenStackCluster,
+    ctx: &ClusterContext<I>,
+    api: &Api<OpenStackCluster>,
+    scope: ClusterScope,
+) -> Result<(Action, ReconcileOutcome), ReconcileError> {
+    let name = osc.name_any();
+    let sink = PatchStatusSink::new(api.clone(), &name, osc.status.as_ref());
+    let identity = match read_identity(&ctx.client, osc).await {
+        Ok(i) => i,
+        Err(IdentityError::User { reason, message }) => {
+            return user_error(osc, ctx, &sink, "Reconcile", reason, &message).await;
+        }
+        Err(IdentityError::Api(e)) => return Err(e.into()),
+    };
+    let outcome = match ctx.infra.reconcile(&scope, osc, &identity, &sink).await {
+        Ok(o) => o,
+        Err(InfraError::User { reason, message }) => {
+            return user_error(osc, ctx, &sink, "Reconcile", &reason, &message).await;
+        }
+        Err(InfraError::Transient {
+            reason,
+            message,
+            retry_after,
+        }) => {
+            return Err(ReconcileError::Transient {
+                reason,
+                message,
+                retry_after,
+            })
+        }
+        Err(InfraError::Sink(e)) => return Err(e.into()),
+    };
+
+    // The endpoint goes first: CAPI copies it once the object reports ready.
+    let mut updated = osc.clone();
+    let endpoint_unset = osc
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .is_none_or(|e| e.host.is_empty());
+    if let (true, Some((host, port))) = (endpoint_unset, &outcome.control_plane_endpoint) {
+        let patch = json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": port}}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        updated.spec.control_plane_endpoint = Some(ApiEndpoint {
+            host: host.clone(),
+            port: *port,
+        });
+    }
+
+    let mut status = outcome.status;
+    if find_condition(&status.conditions, conditions::READY).is_none() {
+        if status.ready {
+            set_condition(
+                &mut status.conditions,
+                conditions::READY,
+                "True",
+                None,
+                None,
+                None,
+            );
+        } else {
+            set_condition(
+                &mut status.conditions,
+                conditions::READY,
+                "False",
+                Some("Provisioning"),
+                Some("cloud resources are being created"),
+                Some("Info"),
+            );
+        }
+    }
+    if status.ready {
+        status
+            .initialization
+            .get_or_insert_with(ClusterInitialization::default)
+            .provisioned = Some(true);
+    }
+    sink.write(&status).await?;
+    updated.status = Some(status);
+    ctx.results.set(
+        &scope.namespace,
+        &name,
+        ClusterResult::from_cluster(&updated),
+    );
+    let action = Action::requeue(outcome.requeue_after.unwrap_or(ctx.timing.resync));
+    Ok((action, ReconcileOutcome::success))
+}
+
+async fn cleanup<I: ClusterInfra>(
+    osc: &OpenStackCluster,
+    ctx: &ClusterContext<I>,
+    api: &Api<OpenStackCluster>,
+    mut scope: ClusterScope,
+) -> Result<(Action, ReconcileOutcome), ReconcileError> {
+    let name = osc.name_any();
+    let machines: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &scope.namespace, &ctx.capi.machine);
+    let selector = format!("{CLUSTER_NAME_LABEL}={}", scope.cluster_name);
+    let remaining = machines
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .len();
+    if remaining > 0 {
+        tracing::info!(namespace = %scope.namespace, name = %name, machines = remaining, "deletion waits for the cluster's Machines");
+        return Ok((
+            Action::requeue(ctx.timing.machines),
+            ReconcileOutcome::waiting,
+        ));
+    }
+    scope.machines_remaining = remaining;
+    let sink = PatchStatusSink::new(api.clone(), &name, osc.status.as_ref());
+    let identity = match read_identity(&ctx.client, osc).await {
+        Ok(i) => i,
+        Err(IdentityError::User { reason, message }) => {
+            return user_error(osc, ctx, &sink, "Delete", reason, &message).await;
+        }
+        Err(IdentityError::Api(e)) => return Err(e.into()),
+    };
+    match ctx.infra.delete(&scope, osc, &identity, &sink).await {
+        Ok(DeleteProgress::Done) => {
+            set_finalizers(api, osc, |f| f.retain(|x| x != CLUSTER_FINALIZER)).await?;
+            ctx.results.remove(&scope.namespace, &name);
+            tracing::info!(namespace = %scope.namespace, name = %name, "cloud resources deleted; finalizer removed");
+            Ok((Action::await_change(), ReconcileOutcome::success))
+        }
+        Ok(DeleteProgress::Requeue { after, reason }) => {
+            tracing::info!(namespace = %scope.namespace, name = %name, %reason, "deletion in progress");
+            Ok((Action::requeue(after), ReconcileOutcome::waiting))
+        }
+        Err(InfraError::User { reason, message }) => {
+            user_error(osc, ctx, &sink, "Delete", &reason, &message).await
+        }
+        Err(InfraError::Transient {
+            reason,
+            message,
+            retry_after,
+        }) => Err(ReconcileError::Transient {
+            reason,
+            message,
+            retry_after,
+        }),
+        Err(InfraError::Sink(e)) => Err(e.into()),
+    }
+}
+
+/// Ready=False with the reason, a Warning Event, and a slow retry.
+async fn user_error<I: ClusterInfra>(
+    osc: &OpenStackCluster,
+    ctx: &ClusterContext<I>,
+    sink: &PatchStatusSink,
+    action: &str,
+    reason: &str,
+    message: &str,
+) -> Result<(Action, ReconcileOutcome), ReconcileError> {
+    let mut status = sink.last();
+    set_condition(
+        &mut status.conditions,
+        conditions::READY,
+        "False",
+        Some(reason),
+        Some(message),
+        Some("Error"),
+    );
+    sink.write(&status).await?;
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: Some(message.chars().take(1024).collect()),
+        action: action.to_string(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &osc.object_ref(&())).await {
+        tracing::warn!(error = %e, "publishing the Event failed");
+    }
+    tracing::warn!(
+        namespace = %osc.namespace().unwrap_or_default(),
+        name = %osc.name_any(),
+        %reason,
+        %message,
+        "reconcile needs a change by the user"
+    );
+    Ok((
+        Action::requeue(ctx.timing.user_error),
+        ReconcileOutcome::user_error,
+    ))
+}
+
+/// Runs the controller until `shutdown` resolves (then lets running reconciles
+/// finish).
+pub async fn run<I: ClusterInfra>(
+    ctx: Arc<ClusterContext<I>>,
+    namespace: Option<&str>,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let (osc_api, cluster_api): (Api<OpenStackCluster>, Api<DynamicObject>) = match namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced_with(client, ns, &ctx.capi.cluster),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all_with(client, &ctx.capi.cluster),
+        ),
+    };
+    tracing::info!(
+        namespace = namespace.unwrap_or("<all>"),
+        concurrency,
+        "OpenStackCluster controller starting"
+    );
+    Controller::new(osc_api, watcher::Config::default())
+        .with_config(ControllerRunConfig::default().concurrency(concurrency))
+        .watches_with(
+            cluster_api,
+            ctx.capi.cluster.clone(),
+            watcher::Config::default(),
+            |cluster| capi::infrastructure_ref(&cluster),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
+                Err(kube::runtime::controller::Error::ReconcilerFailed(_, obj)) => {
+                    tracing::debug!(object = %obj, "reconcile failed")
+                }
+                Err(e) => tracing::warn!(error = %e, "controller"),
+            }
+        })
+        .await;
+    tracing::info!("OpenStackCluster controller stopped");
+}

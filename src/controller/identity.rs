@@ -1,0 +1,160 @@
+//! Reads `spec.identityRef` into the [`IdentitySecret`] the cloud half gets.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client, ResourceExt};
+
+use crate::infra::api::types::IdentityRefType;
+use crate::infra::api::OpenStackCluster;
+use crate::infra::seam::IdentitySecret;
+
+/// Key of the clouds.yaml document in the identity Secret.
+pub const CLOUDS_YAML_KEY: &str = "clouds.yaml";
+/// Optional PEM bundle key in the identity Secret.
+pub const CACERT_KEY: &str = "cacert";
+
+/// Why the identity could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// The user has to fix the reference or create the Secret.
+    #[error("{message}")]
+    User {
+        reason: &'static str,
+        message: String,
+    },
+    /// Reading failed for a reason a retry may fix.
+    #[error("reading identity Secret: {0}")]
+    Api(#[source] kube::Error),
+}
+
+/// Fetches the Secret named by `spec.identityRef` from the object's namespace.
+pub async fn read_identity(
+    client: &Client,
+    osc: &OpenStackCluster,
+) -> Result<IdentitySecret, IdentityError> {
+    let ident = &osc.spec.identity_ref;
+    if ident.type_ != IdentityRefType::Secret {
+        return Err(IdentityError::User {
+            reason: "UnsupportedIdentityType",
+            message: "identityRef.type ClusterIdentity is not supported; use a Secret in the same namespace".into(),
+        });
+    }
+    let namespace = osc.namespace().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let secret = match api.get_opt(&ident.name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Err(IdentityError::User {
+                reason: "IdentityNotFound",
+                message: format!(
+                    "identityRef Secret {namespace}/{} does not exist",
+                    ident.name
+                ),
+            })
+        }
+        Err(e) => return Err(IdentityError::Api(e)),
+    };
+    identity_from_secret(&secret, osc)
+}
+
+/// The pure part of [`read_identity`].
+pub fn identity_from_secret(
+    secret: &Secret,
+    osc: &OpenStackCluster,
+) -> Result<IdentitySecret, IdentityError> {
+    let ident = &osc.spec.identity_ref;
+    let namespace = secret.namespace().unwrap_or_default();
+    let data = secret.data.as_ref();
+    let key = |k: &str| -> Option<Vec<u8>> {
+        data.and_then(|d| d.get(k))
+            .map(|b| b.0.clone())
+            .or_else(|| {
+                secret
+                    .string_data
+                    .as_ref()
+                    .and_then(|d| d.get(k))
+                    .map(|s| s.as_bytes().to_vec())
+            })
+    };
+    let clouds_yaml = key(CLOUDS_YAML_KEY).ok_or_else(|| IdentityError::User {
+        reason: "InvalidIdentity",
+        message: format!(
+            "identityRef Secret {namespace}/{} has no {CLOUDS_YAML_KEY} key",
+            ident.name
+        ),
+    })?;
+    Ok(IdentitySecret {
+        namespace,
+        name: secret.name_any(),
+        resource_version: secret.resource_version().unwrap_or_default(),
+        clouds_yaml,
+        cacert: key(CACERT_KEY),
+        cloud_name: ident.cloud_name.clone(),
+        region: ident.region.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::api::types::OpenStackIdentityReference;
+    use crate::infra::api::OpenStackClusterSpec;
+    use k8s_openapi::ByteString;
+
+    fn osc() -> OpenStackCluster {
+        OpenStackCluster::new(
+            "c1",
+            OpenStackClusterSpec {
+                identity_ref: OpenStackIdentityReference {
+                    name: "creds".into(),
+                    cloud_name: "openstack".into(),
+                    region: Some("RegionTwo".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+    }
+
+    fn secret(keys: &[(&str, &str)]) -> Secret {
+        let mut s = Secret::default();
+        s.metadata.name = Some("creds".into());
+        s.metadata.namespace = Some("ns".into());
+        s.metadata.resource_version = Some("42".into());
+        s.data = Some(
+            keys.iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        );
+        s
+    }
+
+    #[test]
+    fn reads_keys_and_reference_fields() {
+        let id = identity_from_secret(
+            &secret(&[("clouds.yaml", "clouds: {}\n"), ("cacert", "PEM")]),
+            &osc(),
+        )
+        .unwrap();
+        assert_eq!(id.clouds_yaml, b"clouds: {}\n");
+        assert_eq!(id.cacert.as_deref(), Some(&b"PEM"[..]));
+        assert_eq!(id.cloud_name, "openstack");
+        assert_eq!(id.region.as_deref(), Some("RegionTwo"));
+        assert_eq!(id.resource_version, "42");
+        assert_eq!((id.namespace.as_str(), id.name.as_str()), ("ns", "creds"));
+    }
+
+    #[test]
+    fn missing_clouds_yaml_is_a_user_error() {
+        let err = identity_from_secret(&secret(&[("cacert", "PEM")]), &osc()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                IdentityError::User {
+                    reason: "InvalidIdentity",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}

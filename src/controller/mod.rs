@@ -1,0 +1,283 @@
+//! The in-process OpenStack infrastructure controllers (kube-rs): the
+//! Kubernetes half of CAPO's OpenStackCluster controller, leader election, and
+//! the store of results that hook handlers read.
+//!
+//! Hooks are served on every replica; the controllers run only on the replica
+//! that holds the Lease. A failure to start them never stops the hook server.
+
+pub mod backoff;
+pub mod capi;
+pub mod cloud;
+pub mod cluster;
+pub mod identity;
+pub mod leader;
+pub mod results;
+pub mod status;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::config::ServeArgs;
+use crate::metrics::ControllerMetrics;
+use capi::CapiResources;
+use cluster::{ClusterContext, Timing};
+use leader::{LeaderElector, LeaseSettings};
+pub use results::{ClusterResult, ClusterResults};
+
+/// Settings of the controllers, from the `serve` flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerConfig {
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch one namespace instead of all.
+    pub watch_namespace: Option<String>,
+    pub leader_election: bool,
+    /// Namespace of the Lease; the client's default namespace when unset
+    /// (the pod's own namespace in-cluster).
+    pub leader_election_namespace: Option<String>,
+    pub leader_election_id: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+    /// Reconciles of different objects running at once.
+    pub concurrency: u16,
+    /// Published in `status.extensions.platform.ntp.server`.
+    pub ntp_server: Option<String>,
+    /// Published in `status.extensions.platform.management.vip`.
+    pub management_vip: Option<String>,
+}
+
+impl ControllerConfig {
+    /// `None` unless `--controllers` was given.
+    pub fn from_args(args: &ServeArgs) -> Option<ControllerConfig> {
+        if !args.controllers {
+            return None;
+        }
+        Some(ControllerConfig {
+            kubeconfig: args.kubeconfig.clone(),
+            watch_namespace: args.watch_namespace.clone().filter(|n| !n.is_empty()),
+            leader_election: args.leader_election,
+            leader_election_namespace: args
+                .leader_election_namespace
+                .clone()
+                .filter(|n| !n.is_empty()),
+            leader_election_id: args.leader_election_id.clone(),
+            lease_duration: Duration::from_secs(args.leader_election_lease_duration_seconds),
+            renew_deadline: Duration::from_secs(args.leader_election_renew_deadline_seconds),
+            retry_period: Duration::from_secs(args.leader_election_retry_period_seconds),
+            concurrency: args.controller_concurrency,
+            ntp_server: args.ntp_server.clone().filter(|s| !s.is_empty()),
+            management_vip: args.management_vip.clone().filter(|s| !s.is_empty()),
+        })
+    }
+}
+
+/// Why the controllers did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no kubeconfig or in-cluster config found: {0}")]
+    NoConfig(String),
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("building the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("leader election: {0}")]
+    Lease(#[from] leader::LeaseSettingsError),
+}
+
+/// The Kubernetes client: `--kubeconfig`, else `$KUBECONFIG` or
+/// `~/.kube/config`, else the in-cluster service account.
+pub async fn client(cfg: &ControllerConfig) -> Result<Client, StartError> {
+    let config = match &cfg.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|source| StartError::Kubeconfig {
+                path: path.clone(),
+                source,
+            })?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|source| StartError::Kubeconfig {
+                    path: path.clone(),
+                    source,
+                })?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| StartError::NoConfig(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(StartError::Client)
+}
+
+/// Runs the controllers until `shutdown` is raised. Logs and returns when they
+/// cannot start; never panics.
+pub async fn run(
+    cfg: ControllerConfig,
+    metrics: ControllerMetrics,
+    results: ClusterResults,
+    shutdown: watch::Receiver<bool>,
+) {
+    if let Err(e) = run_inner(cfg, metrics, results, shutdown).await {
+        match e {
+            StartError::NoConfig(_) => {
+                tracing::warn!(error = %e, "controllers are off: no kubeconfig or in-cluster config found; serving hooks only")
+            }
+            _ => tracing::error!(error = %e, "controllers are off; serving hooks only"),
+        }
+    }
+}
+
+async fn run_inner(
+    cfg: ControllerConfig,
+    metrics: ControllerMetrics,
+    results: ClusterResults,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), StartError> {
+    let client = client(&cfg).await?;
+    let lease = if cfg.leader_election {
+        let settings = LeaseSettings {
+            namespace: cfg
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string()),
+            name: cfg.leader_election_id.clone(),
+            identity: leader::default_identity(),
+            lease_duration: cfg.lease_duration,
+            renew_deadline: cfg.renew_deadline,
+            retry_period: cfg.retry_period,
+        };
+        settings.validate()?;
+        Some(settings)
+    } else {
+        None
+    };
+    let infra = cloud::cluster_infra(&cfg);
+    let capi = match CapiResources::discover(&client).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not ask for the preferred cluster.x-k8s.io version; using v1beta1");
+            CapiResources::at("v1beta1")
+        }
+    };
+    tracing::info!(capi_version = %capi.cluster.version, "controllers enabled");
+    let ctx = Arc::new(ClusterContext::new(
+        client.clone(),
+        infra,
+        capi,
+        results.clone(),
+        metrics.clone(),
+        Timing::default(),
+    ));
+    let namespace = cfg.watch_namespace.clone();
+    let concurrency = cfg.concurrency;
+    match lease {
+        Some(settings) => {
+            let elector = LeaderElector::new(client, settings);
+            leader::run_elected(elector, metrics.leader.clone(), shutdown, move |stop| {
+                let ctx = ctx.clone();
+                let namespace = namespace.clone();
+                let results = results.clone();
+                async move {
+                    cluster::run(
+                        ctx,
+                        namespace.as_deref(),
+                        concurrency,
+                        leader::stopped(stop),
+                    )
+                    .await;
+                    // Another replica writes from now on; do not serve stale entries.
+                    results.clear();
+                }
+            })
+            .await;
+        }
+        None => {
+            metrics.leader.set(1);
+            cluster::run(
+                ctx,
+                namespace.as_deref(),
+                concurrency,
+                leader::stopped(shutdown),
+            )
+            .await;
+            metrics.leader.set(0);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn cfg(args: &[&str]) -> Option<ControllerConfig> {
+        let cli = Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .expect("flags parse");
+        ControllerConfig::from_args(&cli.serve)
+    }
+
+    #[test]
+    fn controllers_are_opt_in_with_election_on_by_default() {
+        assert_eq!(cfg(&[]), None);
+        let c = cfg(&["--controllers"]).unwrap();
+        assert!(c.leader_election);
+        assert_eq!(c.leader_election_id, "stackhook-controllers");
+        assert_eq!(c.lease_duration, Duration::from_secs(15));
+        assert_eq!(c.renew_deadline, Duration::from_secs(10));
+        assert_eq!(c.retry_period, Duration::from_secs(2));
+        assert_eq!(c.concurrency, 10);
+        assert_eq!(c.watch_namespace, None);
+    }
+
+    #[test]
+    fn flags_reach_the_config() {
+        let c = cfg(&[
+            "--controllers",
+            "--leader-election=false",
+            "--watch-namespace",
+            "capi-clusters",
+            "--leader-election-namespace",
+            "stackhook-system",
+            "--leader-election-id",
+            "lease-x",
+            "--controller-concurrency",
+            "3",
+            "--ntp-server",
+            "10.0.0.123",
+            "--management-vip",
+            "10.0.0.5",
+            "--kubeconfig",
+            "/tmp/kc",
+        ])
+        .unwrap();
+        assert!(!c.leader_election);
+        assert_eq!(c.watch_namespace.as_deref(), Some("capi-clusters"));
+        assert_eq!(
+            c.leader_election_namespace.as_deref(),
+            Some("stackhook-system")
+        );
+        assert_eq!(c.leader_election_id, "lease-x");
+        assert_eq!(c.concurrency, 3);
+        assert_eq!(c.ntp_server.as_deref(), Some("10.0.0.123"));
+        assert_eq!(c.management_vip.as_deref(), Some("10.0.0.5"));
+        assert_eq!(c.kubeconfig, Some(PathBuf::from("/tmp/kc")));
+        assert!(
+            cfg(&["--controllers", "--leader-election"])
+                .unwrap()
+                .leader_election
+        );
+    }
+}

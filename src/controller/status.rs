@@ -1,0 +1,208 @@
+//! Status writes of the OpenStackCluster controller: the [`StatusSink`] the
+//! cloud half calls after every create, conditions, and the minimal JSON merge
+//! patch (RFC 7396) between what was last written and what is wanted.
+
+use std::sync::Mutex;
+
+use kube::api::{Patch, PatchParams};
+use kube::Api;
+use serde_json::{Map, Value};
+
+use crate::infra::api::types::Condition;
+use crate::infra::api::{OpenStackCluster, OpenStackClusterStatus};
+use crate::infra::seam::{SinkError, StatusSink};
+
+/// The merge patch that turns `old` into `new`: changed members, `null` for
+/// removed ones; `None` when nothing changed. Arrays are replaced whole, as
+/// RFC 7396 does.
+pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut patch = Map::new();
+            for (k, nv) in n {
+                match o.get(k) {
+                    Some(ov) => {
+                        if let Some(d) = merge_diff(ov, nv) {
+                            patch.insert(k.clone(), d);
+                        }
+                    }
+                    None => {
+                        patch.insert(k.clone(), nv.clone());
+                    }
+                }
+            }
+            for k in o.keys() {
+                if !n.contains_key(k) {
+                    patch.insert(k.clone(), Value::Null);
+                }
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        _ if old == new => None,
+        _ => Some(new.clone()),
+    }
+}
+
+/// RFC 3339 with seconds, as metav1.Time serializes.
+pub fn now_rfc3339() -> String {
+    use k8s_openapi::jiff::{Timestamp, Unit};
+    let now = Timestamp::now();
+    now.round(Unit::Second).unwrap_or(now).to_string()
+}
+
+/// Sets a condition, keeping `lastTransitionTime` when the status did not change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+    severity: Option<&str>,
+) {
+    let now = now_rfc3339();
+    let mut new = Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        severity: severity.map(str::to_string),
+        last_transition_time: now,
+        reason: reason.filter(|r| !r.is_empty()).map(str::to_string),
+        message: message
+            .filter(|m| !m.is_empty())
+            .map(|m| truncate(m, 10240)),
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => {
+            if existing.status == new.status {
+                new.last_transition_time = existing.last_transition_time.clone();
+            }
+            *existing = new;
+        }
+        None => conditions.push(new),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Writes `/status` of one OpenStackCluster with merge patches against the
+/// last status it wrote, so a write carries only what changed and clears
+/// what the new status no longer has.
+pub struct PatchStatusSink {
+    api: Api<OpenStackCluster>,
+    name: String,
+    last: Mutex<Value>,
+}
+
+impl PatchStatusSink {
+    /// `current` is the status of the object as read (or `None`).
+    pub fn new(
+        api: Api<OpenStackCluster>,
+        name: &str,
+        current: Option<&OpenStackClusterStatus>,
+    ) -> PatchStatusSink {
+        let last = current
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        PatchStatusSink {
+            api,
+            name: name.to_string(),
+            last: Mutex::new(last),
+        }
+    }
+
+    /// The last status written (or read), for building the next one.
+    pub fn last(&self) -> OpenStackClusterStatus {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        serde_json::from_value(last).unwrap_or_default()
+    }
+
+    /// Writes `status`; no request when nothing changed.
+    pub async fn write(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
+        let new = serde_json::to_value(status).map_err(|e| SinkError(e.to_string()))?;
+        let diff = {
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            merge_diff(&last, &new)
+        };
+        let Some(diff) = diff else {
+            return Ok(());
+        };
+        let body = serde_json::json!({ "status": diff });
+        self.api
+            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(())
+    }
+}
+
+impl StatusSink for PatchStatusSink {
+    async fn save(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
+        self.write(status).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_diff_sends_changes_and_nulls() {
+        let old = json!({"ready": false, "network": {"id": "n1", "name": "a"}, "failureReason": "x", "conditions": [1]});
+        let new = json!({"ready": true, "network": {"id": "n1", "name": "b"}, "conditions": [1]});
+        assert_eq!(
+            merge_diff(&old, &new),
+            Some(json!({"ready": true, "network": {"name": "b"}, "failureReason": null}))
+        );
+        assert_eq!(merge_diff(&new, &new), None);
+        assert_eq!(
+            merge_diff(&json!({"conditions": [1]}), &json!({"conditions": [1, 2]})),
+            Some(json!({"conditions": [1, 2]}))
+        );
+    }
+
+    #[test]
+    fn patch_applied_to_old_gives_new() {
+        let old = json!({"a": {"b": 1, "c": [1, 2]}, "d": "x"});
+        let new = json!({"a": {"c": [3]}, "e": {"f": null}});
+        let mut patched = old.clone();
+        json_patch::merge(&mut patched, &merge_diff(&old, &new).unwrap());
+        // RFC 7396 drops nulls on merge, so a null member in `new` reads as absent.
+        assert_eq!(patched, json!({"a": {"c": [3]}, "e": {}}));
+    }
+
+    #[test]
+    fn transition_time_kept_while_status_is_unchanged() {
+        let mut conds = vec![Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            severity: Some("Error".into()),
+            last_transition_time: "2020-01-01T00:00:00Z".into(),
+            reason: Some("A".into()),
+            message: Some("a".into()),
+        }];
+        set_condition(
+            &mut conds,
+            "Ready",
+            "False",
+            Some("B"),
+            Some("b"),
+            Some("Error"),
+        );
+        assert_eq!(conds[0].last_transition_time, "2020-01-01T00:00:00Z");
+        assert_eq!(conds[0].reason.as_deref(), Some("B"));
+        set_condition(&mut conds, "Ready", "True", None, None, None);
+        assert_ne!(conds[0].last_transition_time, "2020-01-01T00:00:00Z");
+        assert_eq!(conds[0].reason, None);
+        assert_eq!(conds.len(), 1);
+    }
+}
