@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use stackhook::config::ServeArgs;
-use stackhook::engine::{EmptyEngine, PatchEngine};
+use stackhook::engine::{PackEngine, PatchEngine};
 
 #[derive(Parser)]
 #[command(
@@ -34,12 +34,32 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            let engine: Arc<dyn PatchEngine> = Arc::new(EmptyEngine);
+            let packs = load_packs(args.extensions.as_deref())?;
+            tracing::info!(
+                packs = packs
+                    .packs()
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                "packs loaded"
+            );
+            let engine: Arc<dyn PatchEngine> = Arc::new(packs);
             let registry = stackhook::server::default_registry(&args);
             runtime
                 .block_on(stackhook::server::run(*args, engine, registry))
                 .context("serve")?;
             Ok(())
         }
+    }
+}
+
+/// The packs of `--extensions DIR`, else the embedded ones. All or nothing: one bad
+/// file stops start-up with every problem named by file, line and place.
+fn load_packs(dir: Option<&std::path::Path>) -> anyhow::Result<PackEngine> {
+    match dir {
+        Some(dir) => PackEngine::from_dir(dir)
+            .with_context(|| format!("loading extension packs from {}", dir.display())),
+        None => PackEngine::embedded().context("loading the embedded extension packs"),
     }
 }
