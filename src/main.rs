@@ -1,5 +1,6 @@
 //! The `stackhook` command line.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -23,6 +24,41 @@ struct Cli {
 enum Command {
     /// Serve the Runtime Extension over HTTPS (and /metrics, /healthz, /readyz over HTTP).
     Serve(Box<ServeArgs>),
+    /// Print the objects CAPI's topology controller would create for a Cluster.
+    Render(RenderArgs),
+    /// Check a Cluster's variables against the ClusterClass and that every patch applies.
+    Validate(RenderInputArgs),
+}
+
+#[derive(clap::Args)]
+struct RenderInputArgs {
+    /// The Cluster (YAML; the first Cluster document of the file).
+    #[arg(long)]
+    cluster: PathBuf,
+    /// The ClusterClass (YAML).
+    #[arg(long)]
+    clusterclass: PathBuf,
+    /// Directory of YAML files holding the templates the ClusterClass references.
+    #[arg(long)]
+    templates: PathBuf,
+    /// Packs that answer the external patches, instead of the embedded ones.
+    #[arg(long)]
+    extensions: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct RenderArgs {
+    #[command(flatten)]
+    inputs: RenderInputArgs,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    output: Output,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Output {
+    Yaml,
+    Json,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,7 +87,46 @@ fn main() -> anyhow::Result<()> {
                 .context("serve")?;
             Ok(())
         }
+        Command::Render(args) => {
+            let (inputs, engine) = render_inputs(&args.inputs)?;
+            let objects = stackhook::render::render(&inputs, &engine)?;
+            let text = match args.output {
+                Output::Yaml => stackhook::render::to_yaml(&objects)?,
+                Output::Json => stackhook::render::to_json(&objects)?,
+            };
+            print!("{text}");
+            Ok(())
+        }
+        Command::Validate(args) => {
+            let (inputs, engine) = render_inputs(&args)?;
+            let problems = stackhook::render::validate(&inputs, &engine);
+            if problems.is_empty() {
+                println!(
+                    "Cluster {}/{}: valid for ClusterClass {}",
+                    inputs.cluster.namespace, inputs.cluster.name, inputs.class.name
+                );
+                return Ok(());
+            }
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            anyhow::bail!(
+                "Cluster {}/{}: {} problem(s)",
+                inputs.cluster.namespace,
+                inputs.cluster.name,
+                problems.len()
+            )
+        }
     }
+}
+
+fn render_inputs(
+    args: &RenderInputArgs,
+) -> anyhow::Result<(stackhook::render::Inputs, PackEngine)> {
+    let engine = load_packs(args.extensions.as_deref())?;
+    let inputs =
+        stackhook::render::Inputs::read(&args.cluster, &args.clusterclass, &args.templates)?;
+    Ok((inputs, engine))
 }
 
 /// The packs of `--extensions DIR`, else the embedded ones. All or nothing: one bad
