@@ -466,12 +466,9 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
     };
 
     // Names, builtins and request items.
-    let seed = |role: &str| {
-        format!(
-            "{}/{}/{}/{role}",
-            cluster.namespace, cluster.name, class.name
-        )
-    };
+    // The class is left out: CAPI's names do not depend on it either, and moving a
+    // Cluster to an equivalent class must not rename its objects.
+    let seed = |role: &str| format!("{}/{}/{role}", cluster.namespace, cluster.name);
     let holder_api = cluster.api_version.clone();
     let cluster_holder = |field: &str| HolderReference {
         api_version: holder_api.clone(),

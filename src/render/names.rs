@@ -2,9 +2,10 @@
 //!
 //! CAPI names generated objects `<prefix><5 random characters>`. A renderer used in CI
 //! must give the same output for the same input, so the five characters here come
-//! from a SHA-256 of the cluster's namespace and name, the class name and the object's
-//! role, mapped onto the alphabet Kubernetes draws random suffixes from. The names keep
-//! CAPI's shape (and length limit) without being the ones a live cluster gets.
+//! from a SHA-256 of the cluster's namespace and name and the object's role
+//! (`control-plane`, `md/<name>/bootstrap`, ...), mapped onto the alphabet Kubernetes
+//! draws random suffixes from. The names keep CAPI's shape (and length limit) without
+//! being the ones a live cluster gets.
 
 use sha2::{Digest, Sha256};
 
