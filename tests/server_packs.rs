@@ -281,3 +281,37 @@ async fn extensions_dir_replaces_the_embedded_packs() {
         "{names:?}"
     );
 }
+
+/// The body `benches/load.sh` fires with
+/// `GP_BODY=generate-patches-12 GP_HANDLER=openstack-generate-patches`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_load_benchmark_body_is_answered() {
+    let srv = Server::start(&["--capi-version", "1.14"]);
+    let c = client(srv.ca_pem.as_ref().unwrap(), Proto::H1);
+    let body = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("benches/bodies/generate-patches-12.json"),
+    )
+    .unwrap();
+    for (handler, want_items) in [
+        // cluster, CP machine template, 4 MD infrastructure templates
+        ("openstack-generate-patches", 6),
+        // control plane, 4 MD bootstrap templates
+        ("cilium-generate-patches", 5),
+    ] {
+        let (st, _, raw) = server::post_raw(
+            &c,
+            &srv.url(&format!("{PREFIX}/generatepatches/{handler}")),
+            body.clone(),
+        )
+        .await;
+        assert_eq!(st, 200);
+        let resp: Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(resp["status"], "Success", "{resp}");
+        assert_eq!(
+            resp["items"].as_array().unwrap().len(),
+            want_items,
+            "{handler}"
+        );
+    }
+}
