@@ -77,7 +77,7 @@ impl PackEngine {
     fn unknown(&self, handler: &str) -> String {
         let names: Vec<&str> = self.packs.iter().map(|p| p.name.as_str()).collect();
         format!(
-            "no pack named {handler:?}; this server serves: {}",
+            "no pack serves handler {handler:?}; the packs served are: {}",
             names.join(", ")
         )
     }
