@@ -2,6 +2,9 @@
 # Load benchmark over TLS: stackhook serve vs the floor server (same TLS/HTTP stack,
 # decode + re-encode only), with wrk (HTTP/1.1, keep-alive) on loopback.
 # Usage: bash benches/load.sh [duration_seconds] [connections]
+# The GeneratePatches case posts benches/bodies/$GP_BODY.json to handler $GP_HANDLER, e.g.
+#   GP_BODY=generate-patches-12 GP_HANDLER=openstack-generate-patches bash benches/load.sh 10 32
+# (12 templates, 20 variables, through the embedded openstack pack).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10}

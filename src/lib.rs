@@ -7,6 +7,7 @@ pub mod engine;
 pub mod hooks;
 pub mod infra;
 pub mod metrics;
+pub mod render;
 pub mod sdk;
 pub mod server;
 pub mod telemetry;

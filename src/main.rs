@@ -1,13 +1,14 @@
 //! The `stackhook` command line.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use stackhook::config::ServeArgs;
-use stackhook::engine::{EmptyEngine, PatchEngine};
+use stackhook::engine::{PackEngine, PatchEngine};
 
 /// glibc's malloc and free were a sixth of the request path in profiles; mimalloc's
 /// per-thread heaps cost far less for the many short-lived JSON allocations.
@@ -32,6 +33,41 @@ enum Command {
     /// Print the OpenStackCluster, OpenStackClusterTemplate, OpenStackMachine and
     /// OpenStackMachineTemplate CRDs as multi-document YAML, for `kubectl apply -f -`.
     Crds,
+    /// Print the objects CAPI's topology controller would create for a Cluster.
+    Render(RenderArgs),
+    /// Check a Cluster's variables against the ClusterClass and that every patch applies.
+    Validate(RenderInputArgs),
+}
+
+#[derive(clap::Args)]
+struct RenderInputArgs {
+    /// The Cluster (YAML; the first Cluster document of the file).
+    #[arg(long)]
+    cluster: PathBuf,
+    /// The ClusterClass (YAML).
+    #[arg(long)]
+    clusterclass: PathBuf,
+    /// Directory of YAML files holding the templates the ClusterClass references.
+    #[arg(long)]
+    templates: PathBuf,
+    /// Packs that answer the external patches, instead of the embedded ones.
+    #[arg(long)]
+    extensions: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct RenderArgs {
+    #[command(flatten)]
+    inputs: RenderInputArgs,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    output: Output,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Output {
+    Yaml,
+    Json,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,7 +79,17 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            let engine: Arc<dyn PatchEngine> = Arc::new(EmptyEngine);
+            let packs = load_packs(args.extensions.as_deref())?;
+            tracing::info!(
+                packs = packs
+                    .packs()
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                "packs loaded"
+            );
+            let engine: Arc<dyn PatchEngine> = Arc::new(packs);
             let registry = stackhook::server::default_registry(&args);
             // Shared by the controllers (with --controllers) and the hook handlers.
             let results = stackhook::controller::ClusterResults::new();
@@ -64,5 +110,54 @@ fn main() -> anyhow::Result<()> {
                 .context("writing the CRDs")?;
             Ok(())
         }
+        Command::Render(args) => {
+            let (inputs, engine) = render_inputs(&args.inputs)?;
+            let objects = stackhook::render::render(&inputs, &engine)?;
+            let text = match args.output {
+                Output::Yaml => stackhook::render::to_yaml(&objects)?,
+                Output::Json => stackhook::render::to_json(&objects)?,
+            };
+            print!("{text}");
+            Ok(())
+        }
+        Command::Validate(args) => {
+            let (inputs, engine) = render_inputs(&args)?;
+            let problems = stackhook::render::validate(&inputs, &engine);
+            if problems.is_empty() {
+                println!(
+                    "Cluster {}/{}: valid for ClusterClass {}",
+                    inputs.cluster.namespace, inputs.cluster.name, inputs.class.name
+                );
+                return Ok(());
+            }
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            anyhow::bail!(
+                "Cluster {}/{}: {} problem(s)",
+                inputs.cluster.namespace,
+                inputs.cluster.name,
+                problems.len()
+            )
+        }
+    }
+}
+
+fn render_inputs(
+    args: &RenderInputArgs,
+) -> anyhow::Result<(stackhook::render::Inputs, PackEngine)> {
+    let engine = load_packs(args.extensions.as_deref())?;
+    let inputs =
+        stackhook::render::Inputs::read(&args.cluster, &args.clusterclass, &args.templates)?;
+    Ok((inputs, engine))
+}
+
+/// The packs of `--extensions DIR`, else the embedded ones. All or nothing: one bad
+/// file stops start-up with every problem named by file, line and place.
+fn load_packs(dir: Option<&std::path::Path>) -> anyhow::Result<PackEngine> {
+    match dir {
+        Some(dir) => PackEngine::from_dir(dir)
+            .with_context(|| format!("loading extension packs from {}", dir.display())),
+        None => PackEngine::embedded().context("loading the embedded extension packs"),
     }
 }

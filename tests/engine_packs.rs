@@ -151,9 +151,31 @@ fn directory_packs_become_handlers_and_other_files_are_ignored() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/engine/good");
     let e = PackEngine::from_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     let h = e.handlers();
-    assert_eq!(h.generate_patches, ["one", "two"]);
-    assert_eq!(h.discover_variables, ["one", "two"]);
-    assert_eq!(h.validate_topology, ["one", "two"]);
+    // The generic handler first, then one per pack, the hook in the name.
+    assert_eq!(
+        h.generate_patches,
+        [
+            "generate-patches",
+            "one-generate-patches",
+            "two-generate-patches"
+        ]
+    );
+    assert_eq!(
+        h.discover_variables,
+        [
+            "discover-variables",
+            "one-discover-variables",
+            "two-discover-variables"
+        ]
+    );
+    assert_eq!(
+        h.validate_topology,
+        [
+            "validate-topology",
+            "one-validate-topology",
+            "two-validate-topology"
+        ]
+    );
 }
 
 #[test]
@@ -180,5 +202,12 @@ fn empty_or_missing_directory_is_an_error() {
 #[test]
 fn embedded_packs_load_and_are_served() {
     let e = PackEngine::embedded().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(e.handlers().generate_patches, ["cilium", "openstack"]);
+    assert_eq!(
+        e.handlers().generate_patches,
+        [
+            "generate-patches",
+            "cilium-generate-patches",
+            "openstack-generate-patches"
+        ]
+    );
 }

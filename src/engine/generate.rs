@@ -75,11 +75,21 @@ pub fn generate(
     pack: &Pack,
     req: &GeneratePatchesRequest,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
+    generate_only(pack, None, req)
+}
+
+/// [`generate`] restricted to the pack's patch number `only` when given: a
+/// ClusterClass's inline patches are applied one at a time, between external ones.
+pub fn generate_only(
+    pack: &Pack,
+    only: Option<usize>,
+    req: &GeneratePatchesRequest,
+) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
     let globals = defaulted(pack, &req.variables, true);
     let mut out = Vec::new();
     for i in stable_order(&req.items, |it| (&it.holder_reference, &it.object)) {
         let item = &req.items[i];
-        let ops = item_ops(pack, &globals, item)?;
+        let ops = item_ops(pack, only, &globals, item)?;
         if ops.is_empty() {
             continue;
         }
@@ -98,6 +108,7 @@ pub fn generate(
 /// applying it to the template as changed by the ops before it.
 fn item_ops(
     pack: &Pack,
+    only: Option<usize>,
     globals: &[Variable],
     item: &GeneratePatchesRequestItem,
 ) -> Result<Vec<Value>, GenerateError> {
@@ -105,7 +116,10 @@ fn item_ops(
     let mut merged: Option<(Map<String, Value>, Value)> = None;
     let mut working: Option<Value> = None;
     let mut ops = Vec::new();
-    for patch in &pack.patches {
+    for (index, patch) in pack.patches.iter().enumerate() {
+        if only.is_some_and(|o| o != index) {
+            continue;
+        }
         let matching: Vec<(usize, &super::pack::Definition)> = patch
             .definitions
             .iter()

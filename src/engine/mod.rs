@@ -78,6 +78,7 @@ impl PatchEngine for EmptyEngine {
     }
 }
 
+pub mod clusterclass;
 pub mod discover;
 pub mod generate;
 pub mod pack;

@@ -290,6 +290,10 @@ pub const BUILTIN_VARIABLES: &[&str] = &[
     "builtin.machinePool.infrastructureRef.name",
 ];
 
+/// A pack is served as `<name>-discover-variables` (the longest of its three handler
+/// names), which must stay a 63-character DNS-1123 label.
+pub const MAX_PACK_NAME: usize = 63 - "-discover-variables".len();
+
 /// Collects problems for one file, adding lines from the parsed document.
 struct Problems<'a> {
     file: &'a str,
@@ -347,6 +351,15 @@ pub fn parse_pack(file: &str, src: &str) -> Result<Pack, Vec<PackProblem>> {
 fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
     if let Err(why) = check_dns_label(&raw.name) {
         p.add("name", why);
+    } else if raw.name.len() > MAX_PACK_NAME {
+        p.add(
+            "name",
+            format!(
+                "{:?} is longer than {MAX_PACK_NAME} characters: the handler name {:?} would not be a DNS-1123 label",
+                raw.name,
+                format!("{}-discover-variables", raw.name)
+            ),
+        );
     }
 
     let mut names = BTreeSet::new();

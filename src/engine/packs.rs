@@ -1,11 +1,15 @@
-//! [`PackEngine`]: serves every loaded pack as a handler of the same name on the three
-//! topology-mutation hooks.
+//! [`PackEngine`]: serves every loaded pack P as three handlers, `P-generate-patches`,
+//! `P-discover-variables` and `P-validate-topology`, plus the generic handlers of
+//! [`EmptyEngine`] (`generate-patches`, ...), which patch nothing.
+//!
+//! CAPI needs handler names unique across all hooks of one extension, so the hook is
+//! part of the name.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use super::pack::{self, Pack, PackError};
-use super::{discover, generate, validate, EngineHandlers, PatchEngine};
+use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchEngine};
 use crate::sdk::topology::{
     DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
     GeneratePatchesResponse, ValidateTopologyRequest,
@@ -45,17 +49,35 @@ impl PackEngine {
         &self.packs
     }
 
-    /// Handler names arrive lowercased from the URL; pack names are lowercase labels.
-    fn pack(&self, handler: &str) -> Option<&Pack> {
+    /// The pack a handler name of `hook` stands for: `P-<hook suffix>`, or the bare pack
+    /// name (what offline callers such as tests use). Handler names arrive lowercased
+    /// from the URL; pack names are lowercase labels.
+    fn pack(&self, hook: Hook, handler: &str) -> Option<&Pack> {
+        let handler = handler.to_ascii_lowercase();
+        let suffix = format!("-{}", hook.default_handler_name());
+        let name = handler.strip_suffix(&suffix).unwrap_or(&handler);
         self.packs
             .iter()
-            .find(|p| p.name.eq_ignore_ascii_case(handler))
+            .find(|p| p.name == name)
+            .or_else(|| self.packs.iter().find(|p| p.name == handler))
+    }
+
+    /// The pack served under a handler name of any topology hook, e.g. the
+    /// `openstack-generate-patches` part of a ClusterClass's external reference.
+    pub fn pack_for_handler(&self, handler: &str) -> Option<&Pack> {
+        [
+            Hook::GeneratePatches,
+            Hook::DiscoverVariables,
+            Hook::ValidateTopology,
+        ]
+        .into_iter()
+        .find_map(|h| self.pack(h, handler))
     }
 
     fn unknown(&self, handler: &str) -> String {
         let names: Vec<&str> = self.packs.iter().map(|p| p.name.as_str()).collect();
         format!(
-            "no pack named {handler:?}; this server serves: {}",
+            "no pack serves handler {handler:?}; the packs served are: {}",
             names.join(", ")
         )
     }
@@ -63,11 +85,15 @@ impl PackEngine {
 
 impl PatchEngine for PackEngine {
     fn handlers(&self) -> EngineHandlers {
-        let names: Vec<String> = self.packs.iter().map(|p| p.name.clone()).collect();
+        let names = |hook: Hook| -> Vec<String> {
+            std::iter::once(hook.default_handler_name())
+                .chain(self.packs.iter().map(|p| handler_name(&p.name, hook)))
+                .collect()
+        };
         EngineHandlers {
-            generate_patches: names.clone(),
-            discover_variables: names.clone(),
-            validate_topology: names,
+            generate_patches: names(Hook::GeneratePatches),
+            discover_variables: names(Hook::DiscoverVariables),
+            validate_topology: names(Hook::ValidateTopology),
         }
     }
 
@@ -83,7 +109,10 @@ impl PatchEngine for PackEngine {
             message: String::new(),
             items: vec![],
         };
-        let result = match self.pack(handler) {
+        if is_generic(Hook::GeneratePatches, handler) {
+            return EmptyEngine.generate_patches(handler, req);
+        }
+        let result = match self.pack(Hook::GeneratePatches, handler) {
             Some(p) => guarded(|| generate::generate(p, req).map_err(|e| e.to_string())),
             None => Err(self.unknown(handler)),
         };
@@ -100,9 +129,12 @@ impl PatchEngine for PackEngine {
     fn discover_variables(
         &self,
         handler: &str,
-        _: &DiscoverVariablesRequest,
+        req: &DiscoverVariablesRequest,
         capi: CapiVersion,
     ) -> DiscoverVariablesResponse {
+        if is_generic(Hook::DiscoverVariables, handler) {
+            return EmptyEngine.discover_variables(handler, req, capi);
+        }
         let mut resp = DiscoverVariablesResponse {
             api_version: API_VERSION.to_string(),
             kind: response_kind(Hook::DiscoverVariables),
@@ -110,7 +142,7 @@ impl PatchEngine for PackEngine {
             message: String::new(),
             variables: vec![],
         };
-        match self.pack(handler) {
+        match self.pack(Hook::DiscoverVariables, handler) {
             Some(p) => resp.variables = discover::discover(p, capi),
             None => {
                 resp.status = ResponseStatus::Failure;
@@ -121,7 +153,10 @@ impl PatchEngine for PackEngine {
     }
 
     fn validate_topology(&self, handler: &str, req: &ValidateTopologyRequest) -> CommonResponse {
-        let Some(p) = self.pack(handler) else {
+        if is_generic(Hook::ValidateTopology, handler) {
+            return EmptyEngine.validate_topology(handler, req);
+        }
+        let Some(p) = self.pack(Hook::ValidateTopology, handler) else {
             return CommonResponse::new(
                 Hook::ValidateTopology,
                 ResponseStatus::Failure,
@@ -149,6 +184,15 @@ impl PatchEngine for PackEngine {
         );
         CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Failure, message)
     }
+}
+
+/// The name pack `pack` is served under on `hook`, e.g. `openstack-generate-patches`.
+pub fn handler_name(pack: &str, hook: Hook) -> String {
+    format!("{pack}-{}", hook.default_handler_name())
+}
+
+fn is_generic(hook: Hook, handler: &str) -> bool {
+    handler.eq_ignore_ascii_case(&hook.default_handler_name())
 }
 
 /// The engine must answer, never crash a server thread: a panic in a dependency

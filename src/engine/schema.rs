@@ -502,6 +502,11 @@ impl CompiledSchema {
         v
     }
 
+    /// The schema's own top-level `default`, which CAPI adds for an unset variable.
+    pub fn top_level_default(&self) -> Option<Value> {
+        self.schema.get("default").cloned()
+    }
+
     /// Validation failures as `(field path relative to the value, message)`, sorted.
     /// Paths look like `.flavors.worker` or `.zones[1]`; the value itself is `""`.
     pub fn validate(&self, value: &Value) -> Vec<(String, String)> {

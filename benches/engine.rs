@@ -1,0 +1,76 @@
+//! The patch engine alone, without TLS or HTTP: GeneratePatches of the 12-item,
+//! 20-variable request in `benches/bodies/generate-patches-12.json` (the body
+//! `benches/load.sh` fires at the server) for the openstack and cilium packs, the same
+//! with decoding and encoding, and a render of the dev-test ClusterClass.
+//!
+//! `cargo bench --bench engine`
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use stackhook::engine::clusterclass::{Cluster, ClusterClass};
+use stackhook::engine::{PackEngine, PatchEngine};
+use stackhook::render::{self, Inputs, Templates};
+use stackhook::sdk::decode::decode;
+use stackhook::sdk::topology::GeneratePatchesRequest;
+use stackhook::sdk::{Hook, ResponseStatus};
+
+fn file(rel: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn dev_test_inputs() -> Inputs {
+    let one = |rel: &str| render::yaml_documents(&file(rel)).expect("yaml")[0].clone();
+    let templates = render::yaml_documents(&file("templates/dev-test.yaml"))
+        .expect("yaml")
+        .into_iter()
+        .map(|t| ("dev-test.yaml".to_string(), t))
+        .collect();
+    Inputs {
+        cluster: Cluster::from_value(&one("clusterclasses/examples/dev-test-cluster.yaml"))
+            .expect("cluster"),
+        class: ClusterClass::from_value(&one("clusterclasses/dev-test.yaml")).expect("class"),
+        templates: Templates::from_documents("templates", templates).expect("templates"),
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let engine = PackEngine::embedded().expect("embedded packs");
+    let body = file("benches/bodies/generate-patches-12.json").into_bytes();
+    let req: GeneratePatchesRequest = decode(Hook::GeneratePatches, &body).expect("request");
+    assert_eq!(req.items.len(), 12);
+    assert_eq!(req.variables.len(), 20);
+    for handler in ["openstack-generate-patches", "cilium-generate-patches"] {
+        let resp = engine.generate_patches(handler, &req);
+        assert_eq!(resp.status, ResponseStatus::Success, "{}", resp.message);
+        assert!(!resp.items.is_empty(), "{handler} patches nothing");
+        c.bench_function(&format!("generate-patches-12/{handler}"), |b| {
+            b.iter(|| engine.generate_patches(handler, black_box(&req)))
+        });
+    }
+    c.bench_function(
+        "generate-patches-12/openstack-generate-patches/decode+engine+encode",
+        |b| {
+            b.iter(|| {
+                let req: GeneratePatchesRequest =
+                    decode(Hook::GeneratePatches, black_box(&body)).expect("request");
+                let resp = engine.generate_patches("openstack-generate-patches", &req);
+                serde_json::to_vec(&resp).expect("encode")
+            })
+        },
+    );
+
+    let inputs = dev_test_inputs();
+    let dev =
+        PackEngine::from_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/packs"))
+            .expect("dev-test pack");
+    assert_eq!(render::render(&inputs, &dev).expect("render").len(), 9);
+    c.bench_function("render/dev-test", |b| {
+        b.iter(|| render::render(black_box(&inputs), &dev).expect("render"))
+    });
+}
+
+criterion_group!(engine, benches);
+criterion_main!(engine);

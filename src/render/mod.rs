@@ -1,0 +1,1026 @@
+//! `stackhook render` and `stackhook validate`: a Cluster, its ClusterClass and the
+//! class's templates → the objects CAPI's topology controller would create, with the
+//! ClusterClass's inline patches and the packs' external patches applied in
+//! `spec.patches` order.
+//!
+//! External patches go through the same [`PatchEngine`] the server answers with, so a
+//! rendering sees exactly what CAPI would get from the running extension. Everything
+//! the controller derives (names, builtin variables, defaults, labels) is computed
+//! here; see the README's "Render and validate" section for the rules.
+
+pub mod names;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use crate::engine::clusterclass::{
+    ClassPatch, Cluster, ClusterClass, Meta, ParseError, TemplateRef,
+};
+use crate::engine::generate;
+use crate::engine::pack::{self, Pack};
+use crate::engine::schema::CompiledSchema;
+use crate::engine::variables::BUILTIN;
+use crate::engine::PatchEngine;
+use crate::sdk::common::{PatchType, Settings, Variable};
+use crate::sdk::topology::{
+    DiscoverVariablesRequest, GeneratePatchesRequest, GeneratePatchesRequestItem,
+    GeneratePatchesResponseItem, HolderReference, ValidateTopologyRequest,
+    ValidateTopologyRequestItem,
+};
+use crate::sdk::{CapiVersion, ResponseStatus};
+
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+pub const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
+pub const DEPLOYMENT_NAME_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
+pub const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
+
+const INLINE: &str = "inline";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// Every problem found, each starting with its field path.
+    #[error("{}", .0.join("\n"))]
+    Invalid(Vec<String>),
+    #[error("{0}")]
+    Patch(String),
+}
+
+/// The templates of `--templates DIR`, by kind and name.
+#[derive(Debug, Clone, Default)]
+pub struct Templates {
+    by_kind_name: BTreeMap<(String, String), Value>,
+    source: String,
+}
+
+impl Templates {
+    /// Every object of every `*.yaml`/`*.yml` file of `dir` (multi-document files too).
+    pub fn from_dir(dir: &Path) -> Result<Templates, RenderError> {
+        let io = |e: std::io::Error| RenderError::Input(format!("{}: {e}", dir.display()));
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        let mut docs = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| RenderError::Input(format!("{}: {e}", f.display())))?;
+            for d in yaml_documents(&text)
+                .map_err(|e| RenderError::Input(format!("{}: {e}", f.display())))?
+            {
+                docs.push((f.display().to_string(), d));
+            }
+        }
+        Templates::from_documents(&dir.display().to_string(), docs)
+    }
+
+    /// From `(file, object)` pairs; `source` names the set in messages.
+    pub fn from_documents(
+        source: &str,
+        docs: Vec<(String, Value)>,
+    ) -> Result<Templates, RenderError> {
+        let mut by_kind_name = BTreeMap::new();
+        for (file, d) in docs {
+            let kind = d.get("kind").and_then(Value::as_str).unwrap_or_default();
+            let name = d
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if kind.is_empty() || name.is_empty() || d.get("apiVersion").is_none() {
+                return Err(RenderError::Input(format!(
+                    "{file}: every document needs apiVersion, kind and metadata.name"
+                )));
+            }
+            let key = (kind.to_string(), name.to_string());
+            if by_kind_name.insert(key, d.clone()).is_some() {
+                return Err(RenderError::Input(format!(
+                    "{file}: {kind} {name:?} is defined twice"
+                )));
+            }
+        }
+        Ok(Templates {
+            by_kind_name,
+            source: source.to_string(),
+        })
+    }
+
+    fn get(&self, class: &ClusterClass, r: &TemplateRef) -> Result<Value, String> {
+        let at = format!("ClusterClass {}: {}", class.name, r.field);
+        let t = self
+            .by_kind_name
+            .get(&(r.kind.clone(), r.name.clone()))
+            .ok_or_else(|| format!("{at}: {} {:?} not found in {}", r.kind, r.name, self.source))?;
+        let group = |v: &str| v.split('/').next().unwrap_or_default().to_string();
+        let found = t
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if group(found) != group(&r.api_version) {
+            return Err(format!(
+                "{at}: {} {:?} has apiVersion {found}, the reference asks for {}",
+                r.kind, r.name, r.api_version
+            ));
+        }
+        Ok(t.clone())
+    }
+}
+
+/// The documents of a YAML stream, as JSON values; empty documents are skipped.
+pub fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
+    use serde::Deserialize;
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let v = Value::deserialize(doc).map_err(|e| e.to_string())?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// What one render reads.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    pub cluster: Cluster,
+    pub class: ClusterClass,
+    pub templates: Templates,
+}
+
+impl Inputs {
+    /// The Cluster file, the ClusterClass file and the templates directory.
+    pub fn read(cluster: &Path, class: &Path, templates: &Path) -> Result<Inputs, RenderError> {
+        let one = |p: &Path, kind: &str| -> Result<Value, RenderError> {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| RenderError::Input(format!("{}: {e}", p.display())))?;
+            let docs = yaml_documents(&text)
+                .map_err(|e| RenderError::Input(format!("{}: {e}", p.display())))?;
+            docs.into_iter()
+                .find(|d| d.get("kind").and_then(Value::as_str) == Some(kind))
+                .ok_or_else(|| {
+                    RenderError::Input(format!("{}: no {kind} in the file", p.display()))
+                })
+        };
+        Ok(Inputs {
+            cluster: Cluster::from_value(&one(cluster, "Cluster")?)?,
+            class: ClusterClass::from_value(&one(class, "ClusterClass")?)?,
+            templates: Templates::from_dir(templates)?,
+        })
+    }
+}
+
+/// One variable definition of the class: inline, or discovered from an external patch.
+struct Definition {
+    name: String,
+    required: bool,
+    /// `inline` or the external patch's name (CAPI's `definitions[].from`).
+    from: String,
+    schema: CompiledSchema,
+}
+
+/// Where a template sits in the topology.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    InfrastructureCluster,
+    ControlPlane,
+    ControlPlaneInfrastructure,
+    MdBootstrap(usize),
+    MdInfrastructure(usize),
+}
+
+/// One request item: a class template on its way to becoming an object.
+struct Slot {
+    role: Role,
+    uid: String,
+    holder: HolderReference,
+    template: Value,
+    /// Name of the object made from it.
+    name: String,
+    /// `builtin` for this item (the non-cluster half).
+    builtin: Value,
+    /// Per-item override values (defaulted), by name.
+    overrides: BTreeMap<String, Value>,
+}
+
+/// Everything derived from the inputs before patches run.
+struct Plan<'a> {
+    inputs: &'a Inputs,
+    inline: Pack,
+    /// Inline patch number in `inline` for each `spec.patches` index.
+    inline_index: BTreeMap<usize, usize>,
+    definitions: Vec<Definition>,
+    global: BTreeMap<String, Value>,
+    builtin_cluster: Value,
+    slots: Vec<Slot>,
+}
+
+/// The class's inline variables and patches as a pack, so they run through the same
+/// generator as packs do (a pack is exactly that shape).
+fn inline_pack(class: &ClusterClass) -> Result<(Pack, BTreeMap<usize, usize>), Vec<String>> {
+    let mut vars = Vec::new();
+    for v in &class.variables {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            // The v1beta2 spelling of `metadata`; the pack shape knows only `metadata`.
+            if let Some(m) = o.remove("deprecatedV1Beta1Metadata") {
+                o.entry("metadata").or_insert(m);
+            }
+        }
+        vars.push(v);
+    }
+    let mut patches = Vec::new();
+    let mut index = BTreeMap::new();
+    let mut back = Vec::new();
+    for (i, p) in class.patches.iter().enumerate() {
+        if let ClassPatch::Inline { raw, .. } = p {
+            index.insert(i, patches.len());
+            back.push(i);
+            patches.push(raw.clone());
+        }
+    }
+    let src = json!({"name": INLINE, "variables": vars, "patches": patches}).to_string();
+    let file = format!("ClusterClass {}", class.name);
+    pack::parse_pack(&file, &src)
+        .map(|p| (p, index))
+        .map_err(|problems| {
+            problems
+                .into_iter()
+                .map(|p| {
+                    let place = rewrite_place(&p.place, &back);
+                    format!("{file}: {place}: {}", p.problem)
+                })
+                .collect()
+        })
+}
+
+/// `patches[k]...` of the synthetic pack → `spec.patches[i]...` of the class.
+fn rewrite_place(place: &str, back: &[usize]) -> String {
+    if let Some(rest) = place.strip_prefix("patches[") {
+        if let Some((n, tail)) = rest.split_once(']') {
+            if let Some(i) = n.parse::<usize>().ok().and_then(|k| back.get(k)) {
+                return format!("spec.patches[{i}]{tail}");
+            }
+        }
+    }
+    if place.is_empty() {
+        return "spec".into();
+    }
+    format!("spec.{place}")
+}
+
+fn cluster_group_kind(obj: &Value) -> (String, String) {
+    let api = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let group = api
+        .rsplit_once('/')
+        .map(|(g, _)| g)
+        .unwrap_or("")
+        .to_string();
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    (group, kind)
+}
+
+/// Whether a control-plane template's provider speaks contract v1beta2 (KCP ≥ 1.11).
+fn v1beta2_contract(cp_template: &Value) -> bool {
+    cp_template
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|a| a.ends_with("/v1beta2"))
+}
+
+fn object_kind(template_kind: &str) -> String {
+    template_kind
+        .strip_suffix("Template")
+        .unwrap_or(template_kind)
+        .to_string()
+}
+
+/// Checks every variable value and builds the plan. Returns every problem found.
+fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, RenderError> {
+    let class = &inputs.class;
+    let cluster = &inputs.cluster;
+    let mut problems = Vec::new();
+
+    if cluster.class != class.name {
+        problems.push(format!(
+            "Cluster {}: spec.topology class is {:?}, but the ClusterClass given is {:?}",
+            cluster.name, cluster.class, class.name
+        ));
+    }
+
+    let (inline, inline_index) = inline_pack(class).map_err(RenderError::Invalid)?;
+    let capi = capi_version_of(cluster);
+
+    let mut definitions: Vec<Definition> = inline
+        .variables
+        .iter()
+        .filter_map(|v| {
+            CompiledSchema::compile(&v.schema)
+                .ok()
+                .map(|schema| Definition {
+                    name: v.name.clone(),
+                    required: v.required,
+                    from: INLINE.into(),
+                    schema,
+                })
+        })
+        .collect();
+    for (i, p) in class.patches.iter().enumerate() {
+        let ClassPatch::External(e) = p else { continue };
+        let Some(handler) = &e.discover else { continue };
+        let req = DiscoverVariablesRequest {
+            settings: e.settings.clone(),
+        };
+        let resp = engine.discover_variables(handler, &req, capi);
+        if resp.status != ResponseStatus::Success {
+            return Err(RenderError::Input(format!(
+                "ClusterClass {}: spec.patches[{i}] ({}): DiscoverVariables of {handler:?} failed: {}",
+                class.name, e.name, resp.message
+            )));
+        }
+        for v in resp.variables {
+            let schema =
+                CompiledSchema::compile(&v.schema.open_api_v3_schema).map_err(|(at, why)| {
+                    RenderError::Input(format!(
+                        "ClusterClass {}: spec.patches[{i}] ({}): variable {:?}{at}: {why}",
+                        class.name, e.name, v.name
+                    ))
+                })?;
+            definitions.push(Definition {
+                name: v.name,
+                required: v.required,
+                from: e.name.clone(),
+                schema,
+            });
+        }
+    }
+
+    // Values: defined, valid, required ones present; defaults filled in.
+    let check = |values: &[Variable], at: &str, problems: &mut Vec<String>| {
+        let mut out = BTreeMap::new();
+        for v in values {
+            let defs: Vec<&Definition> = definitions.iter().filter(|d| d.name == v.name).collect();
+            if defs.is_empty() || v.name == BUILTIN {
+                problems.push(format!(
+                    "{at}[{}]: variable {:?} is not defined in ClusterClass {}",
+                    v.name, v.name, class.name
+                ));
+                continue;
+            }
+            let value = defs[0].schema.default_value(&v.value);
+            for d in &defs {
+                for (path, msg) in d.schema.validate(&value) {
+                    problems.push(format!("{at}[{}].value{path}: {msg}", v.name));
+                }
+            }
+            out.insert(v.name.clone(), value);
+        }
+        out
+    };
+    let mut global = check(&cluster.variables, "spec.topology.variables", &mut problems);
+    for d in &definitions {
+        if global.contains_key(&d.name) {
+            continue;
+        }
+        if let Some(default) = d.schema_default() {
+            global.insert(d.name.clone(), d.schema.default_value(&default));
+        } else if d.required {
+            problems.push(format!(
+                "spec.topology.variables: required variable {:?} is not set",
+                d.name
+            ));
+        }
+    }
+    let cp_overrides = check(
+        &cluster.control_plane_overrides,
+        "spec.topology.controlPlane.variables.overrides",
+        &mut problems,
+    );
+    let mut md_overrides = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, md) in cluster.machine_deployments.iter().enumerate() {
+        let at = format!("spec.topology.workers.machineDeployments[{i}]");
+        if !seen.insert(md.name.clone()) {
+            problems.push(format!("{at}.name: {:?} is used twice", md.name));
+        }
+        if !class
+            .machine_deployments
+            .iter()
+            .any(|c| c.class == md.class)
+        {
+            problems.push(format!(
+                "{at}.class: {:?} is not a MachineDeployment class of ClusterClass {}",
+                md.class, class.name
+            ));
+        }
+        md_overrides.push(check(
+            &md.overrides,
+            &format!("{at}.variables.overrides"),
+            &mut problems,
+        ));
+    }
+
+    // Templates.
+    let mut get = |r: &TemplateRef| match inputs.templates.get(class, r) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            problems.push(e);
+            None
+        }
+    };
+    let infra_t = get(&class.infrastructure);
+    let cp_t = get(&class.control_plane);
+    let cp_infra_t = class
+        .control_plane_machine_infrastructure
+        .as_ref()
+        .map(&mut get);
+    let mut md_t = Vec::new();
+    for md in &cluster.machine_deployments {
+        md_t.push(
+            class
+                .machine_deployments
+                .iter()
+                .find(|c| c.class == md.class)
+                .map(|c| (get(&c.bootstrap), get(&c.infrastructure))),
+        );
+    }
+    if !problems.is_empty() {
+        return Err(RenderError::Invalid(problems));
+    }
+    let (Some(infra_t), Some(cp_t)) = (infra_t, cp_t) else {
+        return Err(RenderError::Invalid(problems));
+    };
+
+    // Names, builtins and request items.
+    // The class is left out: CAPI's names do not depend on it either, and moving a
+    // Cluster to an equivalent class must not rename its objects.
+    let seed = |role: &str| format!("{}/{}/{role}", cluster.namespace, cluster.name);
+    let holder_api = cluster.api_version.clone();
+    let cluster_holder = |field: &str| HolderReference {
+        api_version: holder_api.clone(),
+        kind: "Cluster".into(),
+        namespace: cluster.namespace.clone(),
+        name: cluster.name.clone(),
+        field_path: field.into(),
+    };
+    let mut topology = Map::new();
+    topology.insert("version".into(), json!(cluster.version));
+    topology.insert("class".into(), json!(cluster.class));
+    topology.insert("classNamespace".into(), json!(cluster.class_namespace));
+    if cluster.is_v1beta2() {
+        topology.insert(
+            "classRef".into(),
+            json!({"name": cluster.class, "namespace": cluster.class_namespace}),
+        );
+    }
+    let mut bc = Map::new();
+    bc.insert("name".into(), json!(cluster.name));
+    bc.insert("namespace".into(), json!(cluster.namespace));
+    if let Some(uid) = &cluster.uid {
+        bc.insert("uid".into(), json!(uid));
+    }
+    bc.insert("topology".into(), Value::Object(topology));
+    if !cluster.network.is_empty() {
+        bc.insert("network".into(), Value::Object(cluster.network.clone()));
+    }
+    let builtin_cluster = json!({ "cluster": bc });
+
+    let prefix = format!("{}-", cluster.name);
+    let infra_name = names::generated(&prefix, &seed("infrastructure-cluster"));
+    let cp_name = names::generated(&prefix, &seed("control-plane"));
+    let cp_infra_name = names::generated(&prefix, &seed("control-plane-infrastructure"));
+    let mut cp_builtin = Map::new();
+    cp_builtin.insert("version".into(), json!(cluster.version));
+    cp_builtin.insert("name".into(), json!(cp_name));
+    if let Some(r) = cluster.control_plane_replicas {
+        cp_builtin.insert("replicas".into(), json!(r));
+    }
+    if cp_infra_t.is_some() {
+        cp_builtin.insert(
+            "machineTemplate".into(),
+            json!({"infrastructureRef": {"name": cp_infra_name}}),
+        );
+    }
+    let cp_builtin = json!({ "controlPlane": cp_builtin });
+
+    let mut slots = vec![
+        Slot {
+            role: Role::InfrastructureCluster,
+            uid: names::uid(&seed("infrastructure-cluster")),
+            holder: cluster_holder("spec.infrastructureRef"),
+            template: infra_t,
+            name: infra_name,
+            builtin: Value::Null,
+            overrides: BTreeMap::new(),
+        },
+        Slot {
+            role: Role::ControlPlane,
+            uid: names::uid(&seed("control-plane")),
+            holder: cluster_holder("spec.controlPlaneRef"),
+            template: cp_t.clone(),
+            name: cp_name.clone(),
+            builtin: cp_builtin.clone(),
+            overrides: cp_overrides.clone(),
+        },
+    ];
+    if let Some(Some(t)) = cp_infra_t {
+        let field = if v1beta2_contract(&cp_t) {
+            "spec.machineTemplate.spec.infrastructureRef"
+        } else {
+            "spec.machineTemplate.infrastructureRef"
+        };
+        slots.push(Slot {
+            role: Role::ControlPlaneInfrastructure,
+            uid: names::uid(&seed("control-plane-infrastructure")),
+            holder: HolderReference {
+                api_version: cp_t
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .into(),
+                kind: object_kind(&cluster_group_kind(&cp_t).1),
+                namespace: cluster.namespace.clone(),
+                name: cp_name.clone(),
+                field_path: field.into(),
+            },
+            template: t,
+            name: cp_infra_name,
+            builtin: cp_builtin,
+            overrides: cp_overrides,
+        });
+    }
+    for (i, (md, templates)) in cluster.machine_deployments.iter().zip(md_t).enumerate() {
+        let Some((Some(bt), Some(it))) = templates else {
+            continue;
+        };
+        let md_prefix = format!("{}-{}-", cluster.name, md.name);
+        let md_name = names::generated(&md_prefix, &seed(&format!("md/{}", md.name)));
+        let b_name = names::generated(&md_prefix, &seed(&format!("md/{}/bootstrap", md.name)));
+        let i_name = names::generated(&md_prefix, &seed(&format!("md/{}/infrastructure", md.name)));
+        let mut b = Map::new();
+        b.insert("version".into(), json!(cluster.version));
+        b.insert("class".into(), json!(md.class));
+        b.insert("name".into(), json!(md_name));
+        b.insert("topologyName".into(), json!(md.name));
+        if let Some(r) = md.replicas {
+            b.insert("replicas".into(), json!(r));
+        }
+        b.insert("bootstrap".into(), json!({"configRef": {"name": b_name}}));
+        b.insert("infrastructureRef".into(), json!({"name": i_name}));
+        let builtin = json!({ "machineDeployment": b });
+        let holder = |field: &str| HolderReference {
+            api_version: holder_api.clone(),
+            kind: "MachineDeployment".into(),
+            namespace: cluster.namespace.clone(),
+            name: md_name.clone(),
+            field_path: field.into(),
+        };
+        slots.push(Slot {
+            role: Role::MdBootstrap(i),
+            uid: names::uid(&seed(&format!("md/{}/bootstrap", md.name))),
+            holder: holder("spec.template.spec.bootstrap.configRef"),
+            template: bt,
+            name: b_name,
+            builtin: builtin.clone(),
+            overrides: md_overrides[i].clone(),
+        });
+        slots.push(Slot {
+            role: Role::MdInfrastructure(i),
+            uid: names::uid(&seed(&format!("md/{}/infrastructure", md.name))),
+            holder: holder("spec.template.spec.infrastructureRef"),
+            template: it,
+            name: i_name,
+            builtin,
+            overrides: md_overrides[i].clone(),
+        });
+    }
+
+    Ok(Plan {
+        inputs,
+        inline,
+        inline_index,
+        definitions,
+        global,
+        builtin_cluster,
+        slots,
+    })
+}
+
+impl Definition {
+    fn schema_default(&self) -> Option<Value> {
+        self.schema.top_level_default()
+    }
+}
+
+impl Plan<'_> {
+    /// The variables a patch may see: those defined by it (`from`), plus `builtin`.
+    fn variables_for(&self, from: &str) -> (Vec<Variable>, Vec<Vec<Variable>>) {
+        let allowed: BTreeSet<&str> = self
+            .definitions
+            .iter()
+            .filter(|d| d.from == from)
+            .map(|d| d.name.as_str())
+            .collect();
+        let mut global = vec![Variable {
+            name: BUILTIN.into(),
+            value: self.builtin_cluster.clone(),
+        }];
+        for (k, v) in &self.global {
+            if allowed.contains(k.as_str()) {
+                global.push(Variable {
+                    name: k.clone(),
+                    value: v.clone(),
+                });
+            }
+        }
+        let items = self
+            .slots
+            .iter()
+            .map(|s| {
+                let mut vars = Vec::new();
+                if !s.builtin.is_null() {
+                    vars.push(Variable {
+                        name: BUILTIN.into(),
+                        value: s.builtin.clone(),
+                    });
+                }
+                for (k, v) in &s.overrides {
+                    if allowed.contains(k.as_str()) {
+                        vars.push(Variable {
+                            name: k.clone(),
+                            value: v.clone(),
+                        });
+                    }
+                }
+                vars
+            })
+            .collect();
+        (global, items)
+    }
+
+    fn request(&self, from: &str, settings: &Settings) -> GeneratePatchesRequest {
+        let (variables, item_vars) = self.variables_for(from);
+        GeneratePatchesRequest {
+            settings: settings.clone(),
+            variables,
+            items: self
+                .slots
+                .iter()
+                .zip(item_vars)
+                .map(|(s, variables)| GeneratePatchesRequestItem {
+                    uid: s.uid.clone(),
+                    holder_reference: s.holder.clone(),
+                    object: s.template.clone(),
+                    variables,
+                })
+                .collect(),
+        }
+    }
+
+    /// Applies one GeneratePatches answer the way CAPI does: items in order, by uid.
+    fn apply(&mut self, items: &[GeneratePatchesResponseItem]) -> Result<(), String> {
+        for item in items {
+            let slot = self
+                .slots
+                .iter_mut()
+                .find(|s| s.uid == item.uid)
+                .ok_or_else(|| format!("response item for unknown uid {:?}", item.uid))?;
+            let what = format!(
+                "{} {:?}",
+                slot.template
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("template"),
+                slot.template
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            );
+            match item.patch_type {
+                PatchType::JSONPatch => {
+                    if item.patch.0.is_empty() {
+                        continue;
+                    }
+                    let p: json_patch::Patch = serde_json::from_slice(&item.patch.0)
+                        .map_err(|e| format!("{what}: the JSON patch does not decode: {e}"))?;
+                    json_patch::patch(&mut slot.template, &p)
+                        .map_err(|e| format!("{what}: the JSON patch does not apply: {e}"))?;
+                }
+                PatchType::JSONMergePatch => {
+                    if item.patch.0.is_empty() {
+                        continue;
+                    }
+                    let p: Value = serde_json::from_slice(&item.patch.0)
+                        .map_err(|e| format!("{what}: the merge patch does not decode: {e}"))?;
+                    json_patch::merge(&mut slot.template, &p);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_patches(&mut self, engine: &dyn PatchEngine) -> Result<(), RenderError> {
+        let class = &self.inputs.class;
+        let mut last_from = INLINE.to_string();
+        let mut last_settings = Settings::new();
+        for (i, p) in class.patches.iter().enumerate() {
+            let at = format!(
+                "ClusterClass {}: spec.patches[{i}] ({})",
+                class.name,
+                p.name()
+            );
+            match p {
+                ClassPatch::Inline { .. } => {
+                    let req = self.request(INLINE, &Settings::new());
+                    let k = self.inline_index.get(&i).copied();
+                    let items = generate::generate_only(&self.inline, k, &req)
+                        .map_err(|e| RenderError::Patch(format!("{at}: {e}")))?;
+                    self.apply(&items)
+                        .map_err(|e| RenderError::Patch(format!("{at}: {e}")))?;
+                    last_from = INLINE.into();
+                    last_settings = Settings::new();
+                }
+                ClassPatch::External(e) => {
+                    last_from = e.name.clone();
+                    last_settings = e.settings.clone();
+                    let Some(handler) = &e.generate else { continue };
+                    let req = self.request(&e.name, &e.settings);
+                    let resp = engine.generate_patches(handler, &req);
+                    if resp.status != ResponseStatus::Success {
+                        return Err(RenderError::Patch(format!(
+                            "{at}: GeneratePatches of {handler:?} failed: {}",
+                            resp.message
+                        )));
+                    }
+                    self.apply(&resp.items)
+                        .map_err(|e| RenderError::Patch(format!("{at}: {e}")))?;
+                }
+            }
+        }
+        // ValidateTopology, once per validating patch, with the variables of the last
+        // patch (CAPI's behaviour) and the fully patched templates.
+        for (i, p) in class.patches.iter().enumerate() {
+            let ClassPatch::External(e) = p else { continue };
+            let Some(handler) = &e.validate else { continue };
+            let gen = self.request(&last_from, &last_settings);
+            let req = ValidateTopologyRequest {
+                settings: e.settings.clone(),
+                variables: gen.variables,
+                items: gen
+                    .items
+                    .into_iter()
+                    .map(|it| ValidateTopologyRequestItem {
+                        holder_reference: it.holder_reference,
+                        object: it.object,
+                        variables: it.variables,
+                    })
+                    .collect(),
+            };
+            let resp = engine.validate_topology(handler, &req);
+            if resp.status != ResponseStatus::Success {
+                return Err(RenderError::Patch(format!(
+                    "ClusterClass {}: spec.patches[{i}] ({}): validation of patch {:?} failed: {}",
+                    class.name, e.name, e.name, resp.message
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn objects(&self) -> Vec<Value> {
+        let cluster = &self.inputs.cluster;
+        let class = &self.inputs.class;
+        let mut out = Vec::new();
+        let cp_infra = self
+            .slots
+            .iter()
+            .find(|s| s.role == Role::ControlPlaneInfrastructure);
+        for s in &self.slots {
+            let t = &s.template;
+            let (group, kind) = cluster_group_kind(t);
+            let api = t.get("apiVersion").cloned().unwrap_or(Value::Null);
+            let template_name = t.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            let mut annotations = BTreeMap::new();
+            annotations.insert(CLONED_FROM_NAME.to_string(), template_name);
+            annotations.insert(
+                CLONED_FROM_GROUPKIND.to_string(),
+                json!(format!("{kind}.{group}")),
+            );
+            let mut labels = BTreeMap::new();
+            let own = |labels: &mut BTreeMap<String, Value>| {
+                labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster.name));
+                labels.insert(TOPOLOGY_OWNED_LABEL.into(), json!(""));
+            };
+            match s.role {
+                Role::InfrastructureCluster | Role::ControlPlane => {
+                    // An object from a template: spec.template → the object.
+                    merge_strings(&mut labels, t.pointer("/spec/template/metadata/labels"));
+                    merge_strings(
+                        &mut annotations,
+                        t.pointer("/spec/template/metadata/annotations"),
+                    );
+                    let mut spec = t
+                        .pointer("/spec/template/spec")
+                        .cloned()
+                        .unwrap_or_else(|| json!({}));
+                    if s.role == Role::ControlPlane {
+                        let meta = merged_meta(
+                            &class.control_plane_metadata,
+                            &cluster.control_plane_metadata,
+                        );
+                        merge_meta(&mut labels, &mut annotations, &meta);
+                        self.control_plane_spec(&mut spec, t, &meta, cp_infra);
+                    }
+                    own(&mut labels);
+                    out.push(json!({
+                        "apiVersion": api,
+                        "kind": object_kind(&kind),
+                        "metadata": {"name": s.name, "namespace": cluster.namespace,
+                                     "labels": labels, "annotations": annotations},
+                        "spec": spec,
+                    }));
+                }
+                Role::ControlPlaneInfrastructure
+                | Role::MdBootstrap(_)
+                | Role::MdInfrastructure(_) => {
+                    // A template cloned per cluster: its whole spec is kept.
+                    merge_strings(&mut labels, t.pointer("/metadata/labels"));
+                    merge_strings(&mut annotations, t.pointer("/metadata/annotations"));
+                    own(&mut labels);
+                    if let Role::MdBootstrap(i) | Role::MdInfrastructure(i) = s.role {
+                        if let Some(md) = cluster.machine_deployments.get(i) {
+                            labels.insert(DEPLOYMENT_NAME_LABEL.into(), json!(md.name));
+                        }
+                    }
+                    out.push(json!({
+                        "apiVersion": api,
+                        "kind": kind,
+                        "metadata": {"name": s.name, "namespace": cluster.namespace,
+                                     "labels": labels, "annotations": annotations},
+                        "spec": t.get("spec").cloned().unwrap_or_else(|| json!({})),
+                    }));
+                }
+            }
+        }
+        out
+    }
+
+    /// The fields CAPI sets on the ControlPlane whatever the patches did.
+    fn control_plane_spec(
+        &self,
+        spec: &mut Value,
+        cp_t: &Value,
+        meta: &Meta,
+        cp_infra: Option<&Slot>,
+    ) {
+        let cluster = &self.inputs.cluster;
+        let Some(o) = spec.as_object_mut() else {
+            return;
+        };
+        o.insert("version".into(), json!(cluster.version));
+        if let Some(r) = cluster.control_plane_replicas {
+            o.insert("replicas".into(), json!(r));
+        }
+        let mt = o.entry("machineTemplate").or_insert_with(|| json!({}));
+        let Some(mt) = mt.as_object_mut() else { return };
+        let mut labels = BTreeMap::new();
+        let mut annotations = BTreeMap::new();
+        merge_meta(&mut labels, &mut annotations, meta);
+        labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster.name));
+        labels.insert(TOPOLOGY_OWNED_LABEL.into(), json!(""));
+        let mut m = Map::new();
+        m.insert("labels".into(), json!(labels));
+        if !annotations.is_empty() {
+            m.insert("annotations".into(), json!(annotations));
+        }
+        mt.insert("metadata".into(), Value::Object(m));
+        if let Some(ci) = cp_infra {
+            let (group, kind) = cluster_group_kind(&ci.template);
+            if v1beta2_contract(cp_t) {
+                let inner = mt.entry("spec").or_insert_with(|| json!({}));
+                if let Some(inner) = inner.as_object_mut() {
+                    inner.insert(
+                        "infrastructureRef".into(),
+                        json!({"apiGroup": group, "kind": kind, "name": ci.name}),
+                    );
+                }
+            } else {
+                mt.insert(
+                    "infrastructureRef".into(),
+                    json!({"apiVersion": ci.template.get("apiVersion"), "kind": kind,
+                           "name": ci.name, "namespace": cluster.namespace}),
+                );
+            }
+        }
+    }
+}
+
+fn merge_strings(into: &mut BTreeMap<String, Value>, from: Option<&Value>) {
+    if let Some(Value::Object(m)) = from {
+        for (k, v) in m {
+            into.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Class metadata, then the topology's on top (the Cluster wins).
+fn merged_meta(class: &Meta, topology: &Meta) -> Meta {
+    let mut m = class.clone();
+    m.labels.extend(topology.labels.clone());
+    m.annotations.extend(topology.annotations.clone());
+    m
+}
+
+fn merge_meta(
+    labels: &mut BTreeMap<String, Value>,
+    annotations: &mut BTreeMap<String, Value>,
+    meta: &Meta,
+) {
+    for (k, v) in &meta.labels {
+        labels.insert(k.clone(), json!(v));
+    }
+    for (k, v) in &meta.annotations {
+        annotations.insert(k.clone(), json!(v));
+    }
+}
+
+/// The objects the topology controller would create, in a fixed order:
+/// InfrastructureCluster, ControlPlane, the control plane's machine template, then
+/// each MachineDeployment's bootstrap and infrastructure templates in topology order.
+pub fn render(inputs: &Inputs, engine: &dyn PatchEngine) -> Result<Vec<Value>, RenderError> {
+    let mut plan = plan(inputs, engine)?;
+    plan.run_patches(engine)?;
+    Ok(plan.objects())
+}
+
+/// The GeneratePatches request CAPI would send to external patch `patch_name` before
+/// any patch ran (for tests and benchmarks that talk to a server themselves).
+pub fn first_request(
+    inputs: &Inputs,
+    engine: &dyn PatchEngine,
+    patch_name: &str,
+) -> Result<GeneratePatchesRequest, RenderError> {
+    let plan = plan(inputs, engine)?;
+    let settings = inputs
+        .class
+        .patches
+        .iter()
+        .find_map(|p| match p {
+            ClassPatch::External(e) if e.name == patch_name => Some(e.settings.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    Ok(plan.request(patch_name, &settings))
+}
+
+/// Every problem `render` would stop at, as `<field path>: <message>` lines; empty
+/// when the Cluster renders.
+pub fn validate(inputs: &Inputs, engine: &dyn PatchEngine) -> Vec<String> {
+    match render(inputs, engine) {
+        Ok(_) => Vec::new(),
+        Err(RenderError::Invalid(p)) => p,
+        Err(e) => vec![e.to_string()],
+    }
+}
+
+/// Multi-document YAML, one object per document.
+pub fn to_yaml(objects: &[Value]) -> Result<String, RenderError> {
+    let mut out = String::new();
+    for o in objects {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(o).map_err(|e| RenderError::Input(e.to_string()))?);
+    }
+    Ok(out)
+}
+
+/// A JSON list of the objects.
+pub fn to_json(objects: &[Value]) -> Result<String, RenderError> {
+    let mut s =
+        serde_json::to_string_pretty(objects).map_err(|e| RenderError::Input(e.to_string()))?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// The CAPI generation a Cluster's apiVersion stands for: v1beta2 (1.11 and later,
+/// answered as the newest supported) or v1beta1 (1.10).
+pub fn capi_version_of(cluster: &Cluster) -> CapiVersion {
+    if cluster.is_v1beta2() {
+        CapiVersion::NEWEST
+    } else {
+        CapiVersion::OLDEST
+    }
+}

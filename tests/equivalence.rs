@@ -1,0 +1,517 @@
+//! Rendering the dev-test ClusterClass: inline patches and the same patches served as
+//! an external pack by the running server must give identical objects; the objects
+//! follow CAPI's documented naming, labelling and patch rules; the CLI is
+//! deterministic and `validate` reports field paths.
+
+#[path = "support/server.rs"]
+mod server;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{json, Value};
+use server::{client, post_json, Proto, Server, API, PREFIX};
+use stackhook::engine::template::Template;
+use stackhook::engine::{EngineHandlers, PackEngine, PatchEngine};
+use stackhook::render::{self, Inputs, Templates};
+use stackhook::sdk::common::CommonResponse;
+use stackhook::sdk::topology::{
+    DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
+    GeneratePatchesResponse, ValidateTopologyRequest,
+};
+use stackhook::sdk::CapiVersion;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cluster_yaml() -> String {
+    std::fs::read_to_string(root().join("clusterclasses/examples/dev-test-cluster.yaml")).unwrap()
+}
+
+/// The example Cluster pointed at the external copy of the class.
+fn external_cluster_yaml() -> String {
+    cluster_yaml().replace("name: dev-test\n", "name: dev-test-external\n")
+}
+
+fn inputs(cluster: &str, class_file: &str) -> Inputs {
+    let docs = render::yaml_documents(cluster).unwrap();
+    let class = render::yaml_documents(
+        &std::fs::read_to_string(root().join("clusterclasses").join(class_file)).unwrap(),
+    )
+    .unwrap();
+    let templates = render::yaml_documents(
+        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
+    )
+    .unwrap();
+    Inputs {
+        cluster: stackhook::engine::clusterclass::Cluster::from_value(&docs[0]).unwrap(),
+        class: stackhook::engine::clusterclass::ClusterClass::from_value(&class[0]).unwrap(),
+        templates: Templates::from_documents(
+            "templates",
+            templates
+                .into_iter()
+                .map(|t| ("dev-test.yaml".to_string(), t))
+                .collect(),
+        )
+        .unwrap(),
+    }
+}
+
+fn packs() -> PackEngine {
+    PackEngine::from_dir(root().join("tests/fixtures/packs")).unwrap()
+}
+
+/// A [`PatchEngine`] that asks the running server over HTTPS, as CAPI would.
+/// Rendering is synchronous, so each call blocks on the test's runtime.
+struct Remote {
+    client: reqwest::Client,
+    base: String,
+    rt: tokio::runtime::Handle,
+}
+
+impl Remote {
+    fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        hook: &str,
+        handler: &str,
+        kind: &str,
+        req: Value,
+    ) -> T {
+        let mut body = req;
+        body["apiVersion"] = json!(API);
+        body["kind"] = json!(kind);
+        let url = format!("{}{PREFIX}/{hook}/{handler}", self.base);
+        let (st, _, resp) = self.rt.block_on(post_json(&self.client, &url, &body));
+        assert_eq!(st, 200, "{url}: {resp}");
+        serde_json::from_value(resp).unwrap()
+    }
+}
+
+impl PatchEngine for Remote {
+    fn handlers(&self) -> EngineHandlers {
+        unreachable!("rendering asks no handler list")
+    }
+    fn generate_patches(
+        &self,
+        handler: &str,
+        req: &GeneratePatchesRequest,
+    ) -> GeneratePatchesResponse {
+        self.call(
+            "generatepatches",
+            handler,
+            "GeneratePatchesRequest",
+            serde_json::to_value(req).unwrap(),
+        )
+    }
+    fn discover_variables(
+        &self,
+        handler: &str,
+        req: &DiscoverVariablesRequest,
+        _: CapiVersion,
+    ) -> DiscoverVariablesResponse {
+        self.call(
+            "discovervariables",
+            handler,
+            "DiscoverVariablesRequest",
+            serde_json::to_value(req).unwrap(),
+        )
+    }
+    fn validate_topology(&self, handler: &str, req: &ValidateTopologyRequest) -> CommonResponse {
+        self.call(
+            "validatetopology",
+            handler,
+            "ValidateTopologyRequest",
+            serde_json::to_value(req).unwrap(),
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_and_served_external_patches_give_identical_objects() {
+    let inline = render::render(&inputs(&cluster_yaml(), "dev-test.yaml"), &packs()).unwrap();
+
+    let srv = Server::start(&[
+        "--capi-version",
+        "1.14",
+        "--extensions",
+        root().join("tests/fixtures/packs").to_str().unwrap(),
+    ]);
+    let remote = Remote {
+        client: client(srv.ca_pem.as_ref().unwrap(), Proto::H2),
+        base: srv.https.clone(),
+        rt: tokio::runtime::Handle::current(),
+    };
+    let external = tokio::task::spawn_blocking(move || {
+        render::render(
+            &inputs(&external_cluster_yaml(), "dev-test-external.yaml"),
+            &remote,
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(inline.len(), 9);
+    assert_eq!(inline, external);
+
+    // The server really answered: every external call is in its log.
+    let mut logs = Vec::new();
+    for _ in 0..50 {
+        logs.extend(srv.drain_logs());
+        if logs
+            .iter()
+            .any(|l| l["handler"] == "dev-test-validate-topology")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for h in [
+        "dev-test-discover-variables",
+        "dev-test-generate-patches",
+        "dev-test-validate-topology",
+    ] {
+        assert!(
+            logs.iter()
+                .any(|l| l["handler"] == h && l["outcome"] == "success"),
+            "no successful {h} call: {logs:?}"
+        );
+    }
+}
+
+fn by_kind_name<'a>(objs: &'a [Value], kind: &str, name_prefix: &str) -> Vec<&'a Value> {
+    objs.iter()
+        .filter(|o| {
+            o["kind"] == kind
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(name_prefix))
+        })
+        .collect()
+}
+
+/// `<prefix><5 characters of Kubernetes' random-suffix alphabet>`.
+fn assert_generated(name: &Value, prefix: &str) {
+    let n = name.as_str().unwrap();
+    let suffix = n
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("{n} lacks {prefix}"));
+    assert_eq!(suffix.len(), 5, "{n}");
+    assert!(
+        suffix
+            .bytes()
+            .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)),
+        "{n}"
+    );
+}
+
+#[test]
+fn objects_follow_capi_naming_labels_and_patches() {
+    let objs = render::render(&inputs(&cluster_yaml(), "dev-test.yaml"), &packs()).unwrap();
+    let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "OpenStackCluster",
+            "KubeadmControlPlane",
+            "OpenStackMachineTemplate",
+            "KubeadmConfigTemplate",
+            "OpenStackMachineTemplate",
+            "KubeadmConfigTemplate",
+            "OpenStackMachineTemplate",
+            "KubeadmConfigTemplate",
+            "OpenStackMachineTemplate",
+        ]
+    );
+    let owned = |o: &Value| {
+        assert_eq!(o["metadata"]["namespace"], "default");
+        assert_eq!(
+            o["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"], "dev1",
+            "{o}"
+        );
+        assert_eq!(
+            o["metadata"]["labels"]["topology.cluster.x-k8s.io/owned"], "",
+            "{o}"
+        );
+    };
+    objs.iter().for_each(owned);
+
+    // InfrastructureCluster: the template's spec.template.spec, patched.
+    let oc = &objs[0];
+    assert_eq!(oc["apiVersion"], "infrastructure.cluster.x-k8s.io/v1beta1");
+    assert_generated(&oc["metadata"]["name"], "dev1-");
+    assert_eq!(
+        oc["metadata"]["annotations"],
+        json!({"cluster.x-k8s.io/cloned-from-name": "dev-test-openstackcluster",
+               "cluster.x-k8s.io/cloned-from-groupkind": "OpenStackClusterTemplate.infrastructure.cluster.x-k8s.io"})
+    );
+    let spec = &oc["spec"];
+    assert_eq!(
+        spec["identityRef"],
+        json!({"type": "Secret", "name": "dev-test-cloud-config", "cloudName": "openstack"})
+    );
+    assert_eq!(
+        spec["externalNetwork"],
+        json!({"id": "0a9b7d2c-5e1f-4c3a-9b8d-6f2e1a3c4d5e"})
+    );
+    assert_eq!(
+        spec["managedSubnets"],
+        json!([{"cidr": "10.6.0.0/24", "dnsNameservers": ["10.0.0.2", "10.0.0.3"]}])
+    );
+    assert_eq!(spec["apiServerLoadBalancer"], json!({"enabled": true}));
+    // An empty list of zones leaves the field out (enabledIf renders "").
+    assert!(
+        spec.get("controlPlaneAvailabilityZones").is_none(),
+        "{spec}"
+    );
+    assert_eq!(
+        spec["managedSecurityGroups"]["allowAllInClusterTraffic"],
+        true
+    );
+
+    // ControlPlane: version, replicas and the machine template reference are CAPI's.
+    let kcp = &objs[1];
+    assert_generated(&kcp["metadata"]["name"], "dev1-");
+    assert_eq!(kcp["spec"]["version"], "v1.33.1");
+    assert_eq!(kcp["spec"]["replicas"], 3);
+    let cp_mt = &objs[2];
+    assert_generated(&cp_mt["metadata"]["name"], "dev1-");
+    assert_eq!(
+        kcp["spec"]["machineTemplate"]["spec"]["infrastructureRef"],
+        json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OpenStackMachineTemplate",
+               "name": cp_mt["metadata"]["name"]})
+    );
+    assert_eq!(
+        kcp["spec"]["machineTemplate"]["metadata"]["labels"],
+        json!({"cluster.x-k8s.io/cluster-name": "dev1", "topology.cluster.x-k8s.io/owned": ""})
+    );
+    assert_eq!(
+        cp_mt["spec"]["template"]["spec"],
+        json!({"flavor": "m1.medium", "image": {"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}, "sshKeyName": "ops"})
+    );
+    assert!(cp_mt["metadata"]["labels"]
+        .get("topology.cluster.x-k8s.io/deployment-name")
+        .is_none());
+
+    // MachineDeployment templates: named after the topology, labelled with it;
+    // md-1's override wins over the Cluster-wide default.
+    for (md, flavor) in [
+        ("md-0", "m1.small"),
+        ("md-1", "m1.xlarge"),
+        ("md-2", "m1.small"),
+    ] {
+        let prefix = format!("dev1-{md}-");
+        let infra = by_kind_name(&objs, "OpenStackMachineTemplate", &prefix);
+        let boot = by_kind_name(&objs, "KubeadmConfigTemplate", &prefix);
+        assert_eq!((infra.len(), boot.len()), (1, 1), "{md}");
+        for o in [infra[0], boot[0]] {
+            assert_generated(&o["metadata"]["name"], &prefix);
+            assert_eq!(
+                o["metadata"]["labels"]["topology.cluster.x-k8s.io/deployment-name"],
+                md
+            );
+        }
+        assert_ne!(infra[0]["metadata"]["name"], boot[0]["metadata"]["name"]);
+        assert_eq!(
+            infra[0]["spec"]["template"]["spec"]["flavor"], flavor,
+            "{md}"
+        );
+        assert_eq!(
+            boot[0]["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]
+                ["kubeletExtraArgs"][2],
+            json!({"name": "node-labels", "value": format!("stackhook.io/pool={md}")})
+        );
+    }
+}
+
+#[test]
+fn enabled_if_switches_follow_the_template_engine() {
+    // The fixtures' enabledIf templates, evaluated directly: on only for `true`.
+    let lb = Template::parse("{{ .apiServerLoadBalancerEnabled }}").unwrap();
+    assert!(lb
+        .render_enabled(&json!({"apiServerLoadBalancerEnabled": true}))
+        .unwrap());
+    assert!(!lb
+        .render_enabled(&json!({"apiServerLoadBalancerEnabled": false}))
+        .unwrap());
+    assert!(!lb
+        .render_enabled(&json!({"apiServerLoadBalancerEnabled": "false"}))
+        .unwrap());
+    assert!(!lb
+        .render_enabled(&json!({"apiServerLoadBalancerEnabled": 1}))
+        .unwrap());
+    // A missing key prints `<no value>`: not true.
+    assert!(!lb.render_enabled(&json!({})).unwrap());
+    let ssh = Template::parse("{{ if .sshKeyName }}true{{ end }}").unwrap();
+    assert!(ssh.render_enabled(&json!({"sshKeyName": "ops"})).unwrap());
+    assert!(!ssh.render_enabled(&json!({"sshKeyName": ""})).unwrap());
+    let no_lb = Template::parse("{{ not .apiServerLoadBalancerEnabled }}").unwrap();
+    assert!(no_lb
+        .render_enabled(&json!({"apiServerLoadBalancerEnabled": false}))
+        .unwrap());
+
+    // And through a render: load balancer off, no SSH key, zones given.
+    let cluster = cluster_yaml()
+        .replace("    - name: sshKeyName\n      value: ops\n", "")
+        .replace(
+            "    variables:\n    - name: imageName",
+            "    variables:\n    - name: apiServerLoadBalancerEnabled\n      value: false\n    - name: controlPlaneAvailabilityZones\n      value: [az1, az2]\n    - name: imageName",
+        );
+    let objs = render::render(&inputs(&cluster, "dev-test.yaml"), &packs()).unwrap();
+    assert_eq!(
+        objs[0]["spec"]["apiServerLoadBalancer"],
+        json!({"enabled": false})
+    );
+    assert_eq!(
+        objs[0]["spec"]["controlPlaneAvailabilityZones"],
+        json!(["az1", "az2"])
+    );
+    for o in objs
+        .iter()
+        .filter(|o| o["kind"] == "OpenStackMachineTemplate")
+    {
+        assert!(
+            o["spec"]["template"]["spec"].get("sshKeyName").is_none(),
+            "{o}"
+        );
+    }
+}
+
+fn stackhook(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_stackhook"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+fn path(p: &str) -> String {
+    root().join(p).display().to_string()
+}
+
+#[test]
+fn render_cli_yaml_and_json_are_the_same_objects_and_deterministic() {
+    let cluster = path("clusterclasses/examples/dev-test-cluster.yaml");
+    let class = path("clusterclasses/dev-test.yaml");
+    let templates = path("templates");
+    let args = [
+        "render",
+        "--cluster",
+        &cluster,
+        "--clusterclass",
+        &class,
+        "--templates",
+        &templates,
+    ];
+    let a = stackhook(&args);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let b = stackhook(&args);
+    assert_eq!(a.stdout, b.stdout, "two runs differ");
+    let yaml = String::from_utf8(a.stdout).unwrap();
+    assert!(yaml.starts_with("---\n"));
+    let from_yaml = render::yaml_documents(&yaml).unwrap();
+
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let j = stackhook(&json_args);
+    assert!(j.status.success());
+    let from_json: Vec<Value> = serde_json::from_slice(&j.stdout).unwrap();
+    assert_eq!(from_yaml, from_json);
+    assert_eq!(
+        from_json,
+        render::render(&inputs(&cluster_yaml(), "dev-test.yaml"), &packs()).unwrap()
+    );
+}
+
+#[test]
+fn validate_cli_exit_codes_and_field_paths() {
+    let class = path("clusterclasses/dev-test.yaml");
+    let templates = path("templates");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cluster: &str| {
+        let f = dir.path().join("cluster.yaml");
+        std::fs::write(&f, cluster).unwrap();
+        stackhook(&[
+            "validate",
+            "--cluster",
+            f.to_str().unwrap(),
+            "--clusterclass",
+            &class,
+            "--templates",
+            &templates,
+        ])
+    };
+    let ok = run(&cluster_yaml());
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("Cluster default/dev1: valid"));
+
+    let bad = cluster_yaml()
+        .replace("0a9b7d2c-5e1f-4c3a-9b8d-6f2e1a3c4d5e", "not-a-uuid")
+        .replace(
+            "value: [10.0.0.2, 10.0.0.3]",
+            "value: [10.0.0.2, dns.example]",
+        )
+        .replace(
+            "    - name: imageName\n      value: ubuntu-2404-kube-v1.33.1\n",
+            "    - name: colour\n      value: blue\n",
+        )
+        .replace("value: m1.xlarge", "value: \"\"");
+    let out = run(&bad);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "spec.topology.variables[externalNetworkID].value: ",
+        "spec.topology.variables[dnsNameservers].value[1]: ",
+        "spec.topology.variables[colour]: variable \"colour\" is not defined in ClusterClass dev-test",
+        "spec.topology.variables: required variable \"imageName\" is not set",
+        "spec.topology.workers.machineDeployments[1].variables.overrides[workerFlavor].value: ",
+        "Cluster default/dev1: 5 problem(s)",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+
+    // A patch that cannot apply is reported with the patch and template named.
+    let broken_templates = tempfile::tempdir().unwrap();
+    let t = std::fs::read_to_string(root().join("templates/dev-test.yaml"))
+        .unwrap()
+        .replacen(
+            "      image:\n        filter:\n          name: placeholder\n",
+            "",
+            1,
+        );
+    std::fs::write(broken_templates.path().join("t.yaml"), t).unwrap();
+    let f = dir.path().join("cluster.yaml");
+    std::fs::write(&f, cluster_yaml()).unwrap();
+    let out = stackhook(&[
+        "validate",
+        "--cluster",
+        f.to_str().unwrap(),
+        "--clusterclass",
+        &class,
+        "--templates",
+        broken_templates.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.patches[6] (image)")
+            && err.contains("/spec/template/spec/image/filter/name"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_template_names_the_reference() {
+    let mut i = inputs(&cluster_yaml(), "dev-test.yaml");
+    i.templates = Templates::from_documents("nowhere", vec![]).unwrap();
+    let err = render::render(&i, &packs()).unwrap_err().to_string();
+    assert!(
+        err.contains("ClusterClass dev-test: spec.infrastructure.templateRef: OpenStackClusterTemplate \"dev-test-openstackcluster\" not found in nowhere"),
+        "{err}"
+    );
+}
