@@ -6,6 +6,7 @@ pub mod engine;
 pub mod hooks;
 pub mod infra;
 pub mod metrics;
+pub mod openstack;
 pub mod sdk;
 pub mod server;
 pub mod telemetry;
