@@ -289,7 +289,7 @@ impl Session {
             service: "identity".into(),
             method: "POST".into(),
             path: "/v3/auth/tokens".into(),
-            message: e.to_string(),
+            message: chain(&e),
             timeout: e.is_timeout(),
         };
         let resp = self
@@ -451,7 +451,7 @@ impl Session {
             service: service_name.to_owned(),
             method: method.to_string(),
             path: path.to_owned(),
-            message: e.to_string(),
+            message: chain(&e),
             timeout: e.is_timeout(),
         };
         let resp = req.send().await.map_err(transport)?;
@@ -479,6 +479,18 @@ impl Session {
                 message: e.to_string(),
             })
     }
+}
+
+/// reqwest's top-level message ("error sending request") hides the cause.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is rare from OpenStack).
