@@ -98,7 +98,9 @@ fn spec(cidr: &str) -> OpenStackClusterSpec {
                 kube_network_plugin: Some("cilium".into()),
             }),
             load_balancers: Some(LoadBalancersSpec {
-                ingress: Some(IngressVipSpec { enabled: true }),
+                ingress: Some(IngressVipSpec {
+                    enabled: Some(true),
+                }),
             }),
             ..Default::default()
         }),

@@ -36,9 +36,10 @@ pub struct LoadBalancersSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IngressVipSpec {
-    /// Reserve the port; removing it (or false) releases the address.
-    #[serde(default)]
-    pub enabled: bool,
+    /// Reserve the port; unset or false releases the address. An `Option`
+    /// so the schema carries no default CAPO does not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// Choice of CNI.

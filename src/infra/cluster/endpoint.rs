@@ -449,7 +449,7 @@ impl<S: StatusSink> Pass<'_, S> {
             .as_ref()
             .and_then(|e| e.load_balancers.as_ref())
             .and_then(|l| l.ingress.as_ref())
-            .is_some_and(|i| i.enabled);
+            .is_some_and(|i| i.enabled == Some(true));
         let had = self
             .status
             .extensions
