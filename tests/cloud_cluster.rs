@@ -709,3 +709,40 @@ fn injected_faults_are_retried_without_duplicates() {
         expect_none(&inventory(&check, &names).await);
     });
 }
+
+#[test]
+fn both_auth_types_reach_the_same_project_and_catalog() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let mut projects = Vec::new();
+        for entry in [cloud::MEMBER, cloud::MEMBER_APPCRED] {
+            let config = CloudConfig::from_clouds_yaml(&yaml, entry, None).unwrap();
+            let clients = Clients::new(config, None).unwrap();
+            let token = clients.session.token().await.unwrap();
+            projects.push(token.project.clone().unwrap());
+            let networks = clients.session.endpoint(&["network"]).await.unwrap();
+            assert_eq!(networks, "http://127.0.0.1:17004");
+            // A second call reuses the token.
+            clients.session.token().await.unwrap();
+            assert_eq!(clients.session.stats().snapshot().auths, 1);
+        }
+        assert_eq!(projects[0], projects[1]);
+        assert_eq!(projects[0].name, "stackhook");
+        // A region the catalog lacks is a clear error, not a wrong endpoint.
+        let config = CloudConfig::from_clouds_yaml(&yaml, cloud::MEMBER, Some("Nowhere")).unwrap();
+        let clients = Clients::new(config, None).unwrap();
+        let err = clients.session.endpoint(&["network"]).await.unwrap_err();
+        assert!(err.to_string().contains("Nowhere"), "{err}");
+        // Wrong credentials are a user error, not a retryable one.
+        let bad = String::from_utf8(yaml.clone())
+            .unwrap()
+            .replace("password: stackhook-cloud", "password: wrong");
+        let config = CloudConfig::from_clouds_yaml(bad.as_bytes(), cloud::MEMBER, None).unwrap();
+        let clients = Clients::new(config, None).unwrap();
+        let err = clients.session.token().await.unwrap_err();
+        assert!(err.is_auth() && !err.is_retryable(), "{err}");
+    });
+}

@@ -576,6 +576,58 @@ mod tests {
         );
     }
 
+    fn body_for(yaml: &str) -> Value {
+        let config = CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None).unwrap();
+        Session::new(config, None).unwrap().auth_body()
+    }
+
+    #[test]
+    fn keystone_v3_auth_bodies() {
+        let b = body_for(
+            "clouds: {c: {auth: {auth_url: 'http://k/v3', username: alice, password: pw, \
+             user_domain_name: Default, project_name: demo, project_domain_id: default}}}",
+        );
+        assert_eq!(
+            b,
+            json!({"auth": {
+                "identity": {"methods": ["password"], "password": {"user": {
+                    "name": "alice", "domain": {"name": "Default"}, "password": "pw"}}},
+                "scope": {"project": {"name": "demo", "domain": {"id": "default"}}}
+            }})
+        );
+        let b = body_for(
+            "clouds: {c: {auth_type: v3applicationcredential, auth: {auth_url: 'http://k', \
+             application_credential_id: ac1, application_credential_secret: s}}}",
+        );
+        assert_eq!(
+            b,
+            json!({"auth": {"identity": {
+                "methods": ["application_credential"],
+                "application_credential": {"id": "ac1", "secret": "s"}
+            }}})
+        );
+        let b = body_for(
+            "clouds: {c: {auth: {auth_url: 'http://k', user_id: u1, password: pw, project_id: p1}}}",
+        );
+        assert_eq!(
+            b["auth"]["identity"]["password"]["user"],
+            json!({"id": "u1", "password": "pw"})
+        );
+        assert_eq!(b["auth"]["scope"], json!({"project": {"id": "p1"}}));
+    }
+
+    #[test]
+    fn rejects_a_bad_ca_bundle() {
+        let config = CloudConfig::from_clouds_yaml(
+            b"clouds: {c: {auth: {auth_url: 'https://k', username: a, password: b}}}",
+            "c",
+            None,
+        )
+        .unwrap();
+        let err = Session::new(config, Some(b"not a certificate")).unwrap_err();
+        assert!(matches!(err, OsError::Config(_)), "{err}");
+    }
+
     #[test]
     fn joins_versioned_catalog_urls() {
         assert_eq!(
