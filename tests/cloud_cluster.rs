@@ -526,11 +526,28 @@ fn creates_checks_updates_and_deletes_a_cluster() {
         converge(&infra, &scope, &mut osc, &id, 1).await;
         assert_eq!((counts(&infra, &id) - before).writes, 0);
 
+        // A node port may carry the ingress VIP; deletion must still clean up
+        // ports named after the cluster.
+        let node_port: net::Port = n
+            .create(serde_json::json!({"name": format!("{name}-node-0"), "network_id": network.id}))
+            .await
+            .unwrap();
+        let with_vip = n.allow_address(&node_port.id, &ingress_vip).await.unwrap();
+        assert_eq!(with_vip.allowed_address_pairs.len(), 1);
+        assert_eq!(with_vip.allowed_address_pairs[0].ip_address, ingress_vip);
+        let again = n.allow_address(&node_port.id, &ingress_vip).await.unwrap();
+        assert_eq!(again.allowed_address_pairs.len(), 1);
+
         // Delete.
         let before = counts(&infra, &id);
         let passes = delete(&infra, &scope, &osc, &id).await;
         bench("delete", passes, counts(&infra, &id) - before);
         expect_none(&inventory(&check, &names).await);
+        assert!(n
+            .get::<net::Port>(&node_port.id)
+            .await
+            .unwrap_err()
+            .is_not_found());
     });
 }
 

@@ -223,6 +223,39 @@ pub trait Networking: Send + Sync {
         router_id: &str,
         subnet_id: &str,
     ) -> impl Future<Output = Result<(), OsError>> + Send;
+
+    /// Lets a port answer for `ip` too (a VIP held by keepalived or Cilium
+    /// L2 announcements); no write when the pair is already there.
+    fn allow_address(
+        &self,
+        port_id: &str,
+        ip: &str,
+    ) -> impl Future<Output = Result<Port, OsError>> + Send
+    where
+        Self: Sized,
+    {
+        async move {
+            let port: Port = self.get(port_id).await?;
+            if port
+                .allowed_address_pairs
+                .iter()
+                .any(|p| p.ip_address == ip)
+            {
+                return Ok(port);
+            }
+            let mut pairs: Vec<Value> = port
+                .allowed_address_pairs
+                .iter()
+                .map(|p| match &p.mac_address {
+                    Some(mac) => json!({"ip_address": p.ip_address, "mac_address": mac}),
+                    None => json!({"ip_address": p.ip_address}),
+                })
+                .collect();
+            pairs.push(json!({ "ip_address": ip }));
+            self.update(port_id, json!({ "allowed_address_pairs": pairs }))
+                .await
+        }
+    }
 }
 
 /// The real Neutron client.
