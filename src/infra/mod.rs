@@ -2,6 +2,7 @@
 //! controllers that reconcile them in-process.
 
 pub mod api;
+pub mod cluster;
 pub mod seam;
 
 pub use api::{crds, crds_yaml};

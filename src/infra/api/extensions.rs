@@ -18,6 +18,28 @@ pub struct ClusterSpecExtensions {
     pub networking: Option<NetworkingSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_interfaces: Option<NetworkInterfaces>,
+    /// Addresses to reserve beside the API endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancers: Option<LoadBalancersSpec>,
+}
+
+/// VIPs the bootstrap wants reserved on the cluster network.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancersSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<IngressVipSpec>,
+}
+
+/// The ingress VIP: a Neutron port whose fixed IP nodes announce
+/// (keepalived or Cilium L2); published as `status.extensions.loadBalancers.ingress.vip`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressVipSpec {
+    /// Reserve the port; unset or false releases the address. An `Option`
+    /// so the schema carries no default CAPO does not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// Choice of CNI.

@@ -1,0 +1,521 @@
+//! The control-plane endpoint (Octavia load balancer with listener, pool and
+//! monitor per port plus a floating IP; or a floating IP alone; or a fixed
+//! IP) and the ingress VIP port.
+//!
+//! Octavia refuses changes while a load balancer is `PENDING_*`, so after
+//! each Octavia write the pass stops and asks to be requeued instead of
+//! polling.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{os, owner_tag, user, Pass};
+use crate::infra::api::cluster::LoadBalancer as LbStatus;
+use crate::infra::api::extensions::{LoadBalancersStatus, VirtualIp};
+use crate::infra::seam::{InfraError, StatusSink};
+use crate::openstack::loadbalancing::{self as lb, LoadBalancing};
+use crate::openstack::networking::{self as net, Networking};
+
+/// Octavia needs a moment after each change (about 1 s on the test cloud).
+const OCTAVIA_REQUEUE: Duration = Duration::from_secs(2);
+/// Octavia API version that has `allowed_cidrs`.
+const ALLOWED_CIDRS_VERSION: (u32, u32) = (2, 12);
+
+impl<S: StatusSink> Pass<'_, S> {
+    fn api_port(&self) -> i64 {
+        self.spec.api_server_port.unwrap_or(6443)
+    }
+
+    pub(super) fn fip_description(&self) -> String {
+        format!("{} kubeapi", self.names.description())
+    }
+
+    /// `(host, port)`, or `None` while Octavia is busy.
+    pub(super) async fn reconcile_endpoint(&mut self) -> Result<Option<(String, i32)>, InfraError> {
+        let port = i32::try_from(self.api_port()).unwrap_or(6443);
+        let lb_enabled = self
+            .spec
+            .api_server_load_balancer
+            .as_ref()
+            .is_some_and(|l| l.enabled != Some(false));
+        if lb_enabled {
+            return Ok(self
+                .reconcile_load_balancer()
+                .await?
+                .map(|host| (host, port)));
+        }
+        self.status.api_server_load_balancer = None;
+        if let Some(ep) = self
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .filter(|ep| !ep.host.is_empty())
+        {
+            return Ok(Some((ep.host.clone(), ep.port)));
+        }
+        if self.fip_allowed() {
+            let fip = self.ensure_api_fip(None).await?;
+            return Ok(Some((fip.floating_ip_address, port)));
+        }
+        if let Some(ip) = &self.spec.api_server_fixed_ip {
+            return Ok(Some((ip.clone(), port)));
+        }
+        Err(user(
+            "APIEndpointConfigFailed",
+            "unable to determine the control plane endpoint: enable the API load balancer, a floating IP (with an external network) or set apiServerFixedIP",
+        ))
+    }
+
+    fn fip_allowed(&self) -> bool {
+        self.spec.disable_api_server_floating_ip != Some(true)
+            && self.status.external_network.is_some()
+    }
+
+    async fn reconcile_load_balancer(&mut self) -> Result<Option<String>, InfraError> {
+        let Some(spec) = self.spec.api_server_load_balancer.clone() else {
+            return Ok(None);
+        };
+        let octavia = &self.clients.load_balancer;
+        let name = self.names.load_balancer_name();
+        let known_id = self
+            .status
+            .api_server_load_balancer
+            .as_ref()
+            .map(|l| l.id.clone())
+            .filter(|id| !id.is_empty());
+        let mut found = match &known_id {
+            Some(id) => match octavia.get::<lb::LoadBalancer>(id).await {
+                Ok(l) => vec![l],
+                Err(e) if e.is_not_found() => vec![],
+                Err(e) => return Err(os("LoadBalancerFailed", e)),
+            },
+            None => vec![],
+        };
+        if found.is_empty() {
+            found = octavia
+                .list::<lb::LoadBalancer>(&[("name", name.clone())])
+                .await
+                .map_err(|e| os("LoadBalancerFailed", e))?;
+        }
+        if found.len() > 1 {
+            let own = owner_tag(&self.names);
+            found.retain(|l| l.tags.contains(&own));
+            if found.len() != 1 {
+                return Err(user(
+                    "DuplicateResources",
+                    format!("several load balancers are named {name:?}; remove the extra ones"),
+                ));
+            }
+        }
+        let network = self.status.network.clone();
+        let Some(balancer) = found.pop() else {
+            let subnet_id = network
+                .as_ref()
+                .and_then(|n| n.subnets.first())
+                .map(|s| s.id.clone())
+                .ok_or_else(|| {
+                    user(
+                        "APIEndpointConfigFailed",
+                        "the cluster network has no subnet for the load balancer VIP",
+                    )
+                })?;
+            let mut body = json!({
+                "name": name,
+                "vip_subnet_id": subnet_id,
+                "description": self.names.description(),
+                "tags": self.tags,
+            });
+            let vip = self
+                .status
+                .api_server_load_balancer
+                .as_ref()
+                .map(|l| l.internal_ip.clone())
+                .filter(|ip| !ip.is_empty())
+                .or_else(|| self.spec.api_server_fixed_ip.clone());
+            if let Some(vip) = vip {
+                body["vip_address"] = json!(vip);
+            }
+            if let Some(p) = &spec.provider {
+                body["provider"] = json!(p);
+            }
+            if let Some(az) = &spec.availability_zone {
+                body["availability_zone"] = json!(az);
+            }
+            let created: lb::LoadBalancer = octavia
+                .create(body)
+                .await
+                .map_err(|e| os("APIEndpointConfigFailed", e))?;
+            tracing::info!(lb = %created.id, %name, "created API load balancer");
+            self.status.api_server_load_balancer = Some(LbStatus {
+                name: created.name.clone(),
+                id: created.id.clone(),
+                internal_ip: created.vip_address.clone(),
+                tags: created.tags.clone(),
+                load_balancer_network: network,
+                ..Default::default()
+            });
+            self.save().await?;
+            self.wait(OCTAVIA_REQUEUE);
+            return Ok(None);
+        };
+        let previous = self
+            .status
+            .api_server_load_balancer
+            .clone()
+            .unwrap_or_default();
+        self.status.api_server_load_balancer = Some(LbStatus {
+            name: balancer.name.clone(),
+            id: balancer.id.clone(),
+            ip: previous.ip.clone(),
+            internal_ip: balancer.vip_address.clone(),
+            allowed_cidrs: previous.allowed_cidrs.clone(),
+            tags: balancer.tags.clone(),
+            load_balancer_network: network,
+        });
+        if balancer.provisioning_status == "ERROR" {
+            return Err(user(
+                "LoadBalancerError",
+                format!("load balancer {} is in ERROR", balancer.id),
+            ));
+        }
+        if !balancer.is_active() {
+            tracing::debug!(lb = %balancer.id, status = %balancer.provisioning_status, "waiting for Octavia");
+            self.wait(OCTAVIA_REQUEUE);
+            return Ok(None);
+        }
+
+        let allowed = self.allowed_cidrs(&spec.allowed_cidrs, &balancer).await?;
+        if let Some(lb) = self.status.api_server_load_balancer.as_mut() {
+            lb.allowed_cidrs = allowed.clone().unwrap_or_default();
+        }
+        let algorithm = if balancer.provider == "ovn" {
+            "SOURCE_IP_PORT"
+        } else {
+            "ROUND_ROBIN"
+        };
+        let monitor = spec.monitor.clone().unwrap_or_default();
+        let mut ports = vec![self.api_port()];
+        ports.extend(spec.additional_ports.iter().copied());
+        let lb_filter = [("loadbalancer_id", balancer.id.clone())];
+        let listeners: Vec<lb::Listener> = octavia
+            .list(&lb_filter)
+            .await
+            .map_err(|e| os("APIEndpointConfigFailed", e))?;
+        let pools: Vec<lb::Pool> = octavia
+            .list(&lb_filter)
+            .await
+            .map_err(|e| os("APIEndpointConfigFailed", e))?;
+        for port in ports {
+            let pname = self
+                .names
+                .load_balancer_port_name(u16::try_from(port).unwrap_or(0));
+            let listener = match listeners.iter().find(|l| l.name == pname) {
+                Some(l) => l.clone(),
+                None => {
+                    let mut body = json!({
+                        "name": pname,
+                        "protocol": "TCP",
+                        "protocol_port": port,
+                        "loadbalancer_id": balancer.id,
+                        "tags": self.tags,
+                    });
+                    if let Some(a) = &allowed {
+                        body["allowed_cidrs"] = json!(a);
+                    }
+                    let l: lb::Listener = octavia
+                        .create(body)
+                        .await
+                        .map_err(|e| os("APIEndpointConfigFailed", e))?;
+                    tracing::info!(listener = %l.id, port, "created listener");
+                    self.wait(OCTAVIA_REQUEUE);
+                    return Ok(None);
+                }
+            };
+            if let Some(a) = &allowed {
+                let mut current = listener.allowed_cidrs.clone().unwrap_or_default();
+                current.sort();
+                if &current != a {
+                    octavia
+                        .update::<lb::Listener>(&listener.id, json!({"allowed_cidrs": a}))
+                        .await
+                        .map_err(|e| os("APIEndpointConfigFailed", e))?;
+                    tracing::info!(listener = %listener.id, "updated allowed CIDRs");
+                    self.wait(OCTAVIA_REQUEUE);
+                    return Ok(None);
+                }
+            }
+            let pool = match pools.iter().find(|p| p.name == pname) {
+                Some(p) => p.clone(),
+                None => {
+                    let p: lb::Pool = octavia
+                        .create(json!({
+                            "name": pname,
+                            "protocol": "TCP",
+                            "lb_algorithm": algorithm,
+                            "listener_id": listener.id,
+                            "tags": self.tags,
+                        }))
+                        .await
+                        .map_err(|e| os("APIEndpointConfigFailed", e))?;
+                    tracing::info!(pool = %p.id, port, "created pool");
+                    self.wait(OCTAVIA_REQUEUE);
+                    return Ok(None);
+                }
+            };
+            let wanted = json!({
+                "delay": monitor.delay,
+                "timeout": monitor.timeout,
+                "max_retries": monitor.max_retries,
+                "max_retries_down": monitor.max_retries_down,
+            });
+            match pool.healthmonitor_id.as_deref().filter(|id| !id.is_empty()) {
+                None => {
+                    let mut body = wanted.clone();
+                    body["name"] = json!(pname);
+                    body["pool_id"] = json!(pool.id);
+                    body["type"] = json!("TCP");
+                    body["tags"] = json!(self.tags);
+                    match octavia.create::<lb::HealthMonitor>(body).await {
+                        Ok(m) => {
+                            tracing::info!(monitor = %m.id, port, "created health monitor");
+                            self.wait(OCTAVIA_REQUEUE);
+                            return Ok(None);
+                        }
+                        // Some providers have no monitors; CAPO goes on without.
+                        Err(e) if e.is_not_implemented() => {
+                            tracing::warn!(error = %e, "the load balancer provider has no health monitors")
+                        }
+                        Err(e) => return Err(os("APIEndpointConfigFailed", e)),
+                    }
+                }
+                Some(id) => {
+                    let m: lb::HealthMonitor = octavia
+                        .get(id)
+                        .await
+                        .map_err(|e| os("APIEndpointConfigFailed", e))?;
+                    let current = (m.delay, m.timeout, m.max_retries, m.max_retries_down);
+                    if current
+                        != (
+                            monitor.delay,
+                            monitor.timeout,
+                            monitor.max_retries,
+                            monitor.max_retries_down,
+                        )
+                    {
+                        octavia
+                            .update::<lb::HealthMonitor>(id, wanted)
+                            .await
+                            .map_err(|e| os("APIEndpointConfigFailed", e))?;
+                        self.wait(OCTAVIA_REQUEUE);
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+
+        if !self.fip_allowed() {
+            return Ok(Some(balancer.vip_address));
+        }
+        let fip = self.ensure_api_fip(Some(&balancer.vip_port_id)).await?;
+        Ok(Some(fip.floating_ip_address))
+    }
+
+    /// The effective allowed CIDRs (sorted), or `None` when none are asked
+    /// for or Octavia cannot apply them.
+    async fn allowed_cidrs(
+        &self,
+        spec: &[String],
+        balancer: &lb::LoadBalancer,
+    ) -> Result<Option<Vec<String>>, InfraError> {
+        if spec.is_empty() || balancer.provider == "ovn" {
+            return Ok(None);
+        }
+        let version = self
+            .clients
+            .load_balancer
+            .api_version()
+            .await
+            .map_err(|e| os("APIEndpointConfigFailed", e))?;
+        if version < ALLOWED_CIDRS_VERSION {
+            return Ok(None);
+        }
+        let mut all: Vec<String> = spec.to_vec();
+        if let Some(n) = &self.status.network {
+            all.extend(n.subnets.iter().map(|s| s.cidr.clone()));
+        }
+        if let Some(r) = &self.status.router {
+            all.extend(r.ips.iter().cloned());
+        }
+        let mut all: Vec<String> = all
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                if c.contains('/') {
+                    c
+                } else if c.contains(':') {
+                    format!("{c}/128")
+                } else {
+                    format!("{c}/32")
+                }
+            })
+            .collect();
+        all.sort();
+        all.dedup();
+        Ok(Some(all))
+    }
+
+    /// Finds or allocates the API floating IP and, with a load balancer,
+    /// points it at the VIP port.
+    async fn ensure_api_fip(
+        &mut self,
+        vip_port: Option<&str>,
+    ) -> Result<net::FloatingIp, InfraError> {
+        let neutron = &self.clients.network;
+        let recorded = self
+            .status
+            .api_server_load_balancer
+            .as_ref()
+            .map(|l| l.ip.clone())
+            .filter(|ip| !ip.is_empty())
+            .or_else(|| self.spec.api_server_floating_ip.clone());
+        let query = match &recorded {
+            Some(ip) => vec![("floating_ip_address", ip.clone())],
+            None => vec![("description", self.fip_description())],
+        };
+        let found: Vec<net::FloatingIp> = neutron
+            .list(&query)
+            .await
+            .map_err(|e| os("FloatingIPError", e))?;
+        let fip = match self.pick("floating IP", &self.fip_description(), found)? {
+            Some(f) => f,
+            None => {
+                let Some(ext) = self.status.external_network.clone() else {
+                    return Err(user(
+                        "FloatingIPError",
+                        "no external network for the API floating IP",
+                    ));
+                };
+                let mut body =
+                    json!({"floating_network_id": ext.id, "description": self.fip_description()});
+                if let Some(ip) = &self.spec.api_server_floating_ip {
+                    body["floating_ip_address"] = json!(ip);
+                }
+                let f: net::FloatingIp = neutron
+                    .create(body)
+                    .await
+                    .map_err(|e| os("FloatingIPError", e))?;
+                tracing::info!(fip = %f.floating_ip_address, "allocated API floating IP");
+                if let Some(l) = self.status.api_server_load_balancer.as_mut() {
+                    l.ip = f.floating_ip_address.clone();
+                }
+                self.save().await?;
+                f
+            }
+        };
+        if fip.description == self.fip_description() {
+            self.ensure_tags(&fip).await?;
+        }
+        if let Some(l) = self.status.api_server_load_balancer.as_mut() {
+            l.ip = fip.floating_ip_address.clone();
+        }
+        if let Some(port) = vip_port.filter(|p| !p.is_empty()) {
+            if fip.port_id.as_deref() != Some(port) {
+                // Providers whose VIP lives outside Neutron (noop drivers)
+                // have no port to point at: leave the address unbound.
+                match neutron.get::<net::Port>(port).await {
+                    Ok(_) => {
+                        neutron
+                            .update::<net::FloatingIp>(&fip.id, json!({"port_id": port}))
+                            .await
+                            .map_err(|e| os("FloatingIPError", e))?;
+                        tracing::info!(fip = %fip.floating_ip_address, %port, "associated API floating IP");
+                    }
+                    Err(e) if e.is_not_found() => {
+                        tracing::warn!(%port, "load balancer VIP port is not in Neutron; floating IP left unassociated")
+                    }
+                    Err(e) => return Err(os("FloatingIPError", e)),
+                }
+            }
+        }
+        Ok(fip)
+    }
+
+    /// The reserved ingress VIP port, when `spec.extensions.loadBalancers.ingress.enabled`.
+    pub(super) async fn reconcile_ingress_vip(&mut self) -> Result<Option<String>, InfraError> {
+        let enabled = self
+            .spec
+            .extensions
+            .as_ref()
+            .and_then(|e| e.load_balancers.as_ref())
+            .and_then(|l| l.ingress.as_ref())
+            .is_some_and(|i| i.enabled == Some(true));
+        let had = self
+            .status
+            .extensions
+            .as_ref()
+            .and_then(|e| e.load_balancers.as_ref())
+            .and_then(|l| l.ingress.as_ref())
+            .and_then(|i| i.vip.clone());
+        let name = self.names.ingress_vip_port_name();
+        let Some(network) = self.status.network.clone() else {
+            return Ok(None);
+        };
+        if !enabled && had.is_none() {
+            return Ok(None);
+        }
+        let neutron = &self.clients.network;
+        let found: Vec<net::Port> = neutron
+            .list(&[
+                ("name", name.clone()),
+                ("network_id", network.network.id.clone()),
+            ])
+            .await
+            .map_err(|e| os("IngressVIPFailed", e))?;
+        if !enabled {
+            for p in found {
+                match neutron.delete::<net::Port>(&p.id).await {
+                    Ok(()) => tracing::info!(port = %p.id, "released the ingress VIP"),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(os("IngressVIPFailed", e)),
+                }
+            }
+            return Ok(None);
+        }
+        let port = match self.pick("port", &name, found)? {
+            Some(p) => p,
+            None => {
+                let mut body = json!({
+                    "name": name,
+                    "network_id": network.network.id,
+                    "description": self.names.description(),
+                    "device_owner": "",
+                    "admin_state_up": true,
+                });
+                if let Some(s) = network
+                    .subnets
+                    .iter()
+                    .find(|s| !s.cidr.contains(':'))
+                    .or(network.subnets.first())
+                {
+                    body["fixed_ips"] = Value::Array(vec![json!({"subnet_id": s.id})]);
+                }
+                let p: net::Port = neutron
+                    .create(body)
+                    .await
+                    .map_err(|e| os("IngressVIPFailed", e))?;
+                tracing::info!(port = %p.id, "reserved the ingress VIP");
+                let vip = p.fixed_ips.first().map(|f| f.ip_address.clone());
+                let ext = self.status.extensions.get_or_insert_with(Default::default);
+                let lbs = ext
+                    .load_balancers
+                    .get_or_insert_with(LoadBalancersStatus::default);
+                lbs.ingress = Some(VirtualIp { vip });
+                self.save().await?;
+                p
+            }
+        };
+        self.ensure_tags(&port).await?;
+        Ok(port.fixed_ips.first().map(|f| f.ip_address.clone()))
+    }
+}

@@ -1,0 +1,506 @@
+//! The cloud half of the OpenStackCluster controller: CAPO's cluster flow
+//! (external network; network, subnet, router; managed security groups;
+//! API endpoint; failure domains) and its reverse on deletion, plus the
+//! `status.extensions` facts for the bootstrap.
+//!
+//! Every create is followed by a status write through the sink, and every
+//! resource is first looked up by name (and our ownership tag), so a pass
+//! that dies anywhere is finished by the next one without duplicates.
+
+mod delete;
+mod endpoint;
+mod network;
+pub mod rules;
+mod security_groups;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::infra::api::cluster::{ClusterInitialization, OpenStackClusterSpec};
+use crate::infra::api::extensions::{
+    CiliumStatus, ClusterStatusExtensions, LoadBalancersStatus, NetworkingStatus, NtpStatus,
+    OpenStackStatus, PlatformStatus, VirtualIp,
+};
+use crate::infra::api::names::{conditions as cond, ClusterNames};
+use crate::infra::api::types::{Condition, FailureDomainSpec};
+use crate::infra::api::{OpenStackCluster, OpenStackClusterStatus};
+use crate::infra::seam::{
+    ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
+    StatusSink,
+};
+use crate::openstack::compute::Compute;
+use crate::openstack::identity::Identity;
+use crate::openstack::{CacheKey, ClientCache, Clients, OsError};
+
+/// Platform facts that no OpenStack API provides; from operator configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlatformConfig {
+    pub ntp_server: Option<String>,
+    pub management_vip: Option<String>,
+}
+
+/// While Octavia works on a load balancer.
+const LB_PENDING_REQUEUE: Duration = Duration::from_secs(3);
+/// While Machines remain on deletion (CAPO uses 5 s).
+const MACHINES_REQUEUE: Duration = Duration::from_secs(5);
+
+/// `ClusterInfra` on a real OpenStack.
+pub struct OpenStackClusterInfra {
+    platform: PlatformConfig,
+    cache: ClientCache,
+}
+
+impl OpenStackClusterInfra {
+    pub fn new(platform: PlatformConfig) -> Self {
+        Self {
+            platform,
+            cache: ClientCache::new(),
+        }
+    }
+
+    /// The (cached) clients for an identity; exposed so callers can read the
+    /// session's request counts.
+    pub fn clients_for(&self, identity: &IdentitySecret) -> Result<Arc<Clients>, InfraError> {
+        let key = CacheKey {
+            namespace: identity.namespace.clone(),
+            name: identity.name.clone(),
+            resource_version: identity.resource_version.clone(),
+            cloud_name: identity.cloud_name.clone(),
+            region: identity.region.clone(),
+        };
+        self.cache
+            .get_or_create(key, &identity.clouds_yaml, identity.cacert.as_deref())
+            .map_err(|e| user("InvalidCloudConfig", e.to_string()))
+    }
+}
+
+impl ClusterInfra for OpenStackClusterInfra {
+    async fn reconcile(
+        &self,
+        scope: &ClusterScope,
+        cluster: &OpenStackCluster,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink,
+    ) -> Result<ClusterOutcome, InfraError> {
+        let clients = self.clients_for(identity)?;
+        let mut pass = Pass::new(&clients, scope, cluster, sink);
+        match pass.run(&self.platform, identity).await {
+            Ok(outcome) => Ok(outcome),
+            Err(InfraError::User { reason, message }) => {
+                // Tell the user why in the object, not only in an Event.
+                pass.set(cond::READY, false, &reason, &message);
+                pass.status.failure_reason = Some(reason.clone());
+                pass.status.failure_message = Some(message.clone());
+                if let Err(e) = pass.sink.save(&pass.status).await {
+                    tracing::warn!(error = %e, "could not record the failure in status");
+                }
+                Err(InfraError::User { reason, message })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete(
+        &self,
+        scope: &ClusterScope,
+        cluster: &OpenStackCluster,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink,
+    ) -> Result<DeleteProgress, InfraError> {
+        if scope.machines_remaining > 0 {
+            return Ok(DeleteProgress::Requeue {
+                after: MACHINES_REQUEUE,
+                reason: format!("{} Machines remain", scope.machines_remaining),
+            });
+        }
+        let clients = self.clients_for(identity)?;
+        let mut pass = Pass::new(&clients, scope, cluster, sink);
+        pass.delete_all().await
+    }
+}
+
+/// One reconcile pass: the working status and what it needs.
+pub(crate) struct Pass<'a, S: StatusSink> {
+    pub clients: &'a Clients,
+    pub names: ClusterNames,
+    pub spec: &'a OpenStackClusterSpec,
+    pub status: OpenStackClusterStatus,
+    pub sink: &'a S,
+    /// `spec.tags` plus our ownership tag.
+    pub tags: Vec<String>,
+    /// Set when a step waits for the cloud (Octavia PENDING_*).
+    pub requeue: Option<Duration>,
+}
+
+impl<'a, S: StatusSink> Pass<'a, S> {
+    fn new(
+        clients: &'a Clients,
+        scope: &ClusterScope,
+        cluster: &'a OpenStackCluster,
+        sink: &'a S,
+    ) -> Self {
+        let names = ClusterNames::new(scope.namespace.clone(), scope.cluster_name.clone());
+        let mut tags = cluster.spec.tags.clone();
+        let own = owner_tag(&names);
+        if !tags.contains(&own) {
+            tags.push(own);
+        }
+        Self {
+            clients,
+            names,
+            spec: &cluster.spec,
+            status: cluster.status.clone().unwrap_or_default(),
+            sink,
+            tags,
+            requeue: None,
+        }
+    }
+
+    /// Writes the working status now (after each create).
+    pub async fn save(&self) -> Result<(), InfraError> {
+        self.sink.save(&self.status).await.map_err(InfraError::Sink)
+    }
+
+    pub fn wait(&mut self, after: Duration) {
+        self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
+    }
+
+    /// Sets a CAPI condition, keeping its transition time when unchanged.
+    pub fn set(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
+        set_condition(&mut self.status.conditions, type_, ok, reason, message);
+    }
+
+    async fn run(
+        &mut self,
+        platform: &PlatformConfig,
+        identity: &IdentitySecret,
+    ) -> Result<ClusterOutcome, InfraError> {
+        self.status.failure_reason = None;
+        self.status.failure_message = None;
+
+        self.reconcile_external_network().await?;
+        if let Err(e) = self.reconcile_network().await {
+            self.set(cond::NETWORK_READY, false, reason_of(&e), &e.to_string());
+            return Err(e);
+        }
+        self.set(cond::NETWORK_READY, true, "", "");
+
+        if self.spec.managed_security_groups.is_some() {
+            if let Err(e) = self.reconcile_security_groups().await {
+                self.set(
+                    cond::SECURITY_GROUPS_READY,
+                    false,
+                    reason_of(&e),
+                    &e.to_string(),
+                );
+                return Err(e);
+            }
+            self.set(cond::SECURITY_GROUPS_READY, true, "", "");
+        }
+
+        let endpoint = match self.reconcile_endpoint().await {
+            Ok(ep) => ep,
+            Err(e) => {
+                self.set(
+                    cond::API_ENDPOINT_READY,
+                    false,
+                    reason_of(&e),
+                    &e.to_string(),
+                );
+                return Err(e);
+            }
+        };
+        let ingress_vip = self.reconcile_ingress_vip().await?;
+        self.reconcile_failure_domains().await?;
+
+        let Some((host, port)) = endpoint else {
+            // Octavia is still working; nothing below may claim readiness.
+            self.set(
+                cond::API_ENDPOINT_READY,
+                false,
+                "LoadBalancerPending",
+                "waiting for the API load balancer to become ACTIVE",
+            );
+            self.set(cond::READY, false, "LoadBalancerPending", "");
+            self.save_if_changed().await?;
+            return Ok(ClusterOutcome {
+                status: self.status.clone(),
+                control_plane_endpoint: None,
+                requeue_after: Some(self.requeue.unwrap_or(LB_PENDING_REQUEUE)),
+            });
+        };
+        self.set(cond::API_ENDPOINT_READY, true, "", "");
+
+        self.status.extensions = Some(
+            self.extensions(platform, identity, &host, ingress_vip)
+                .await?,
+        );
+        let ready = self.requeue.is_none();
+        self.status.ready = ready || self.status.ready;
+        if ready {
+            self.status.initialization = Some(ClusterInitialization {
+                provisioned: Some(true),
+            });
+            self.set(cond::READY, true, "", "");
+        }
+        let set_endpoint = match &self.spec.control_plane_endpoint {
+            Some(ep) if !ep.host.is_empty() => None,
+            _ => Some((host, port)),
+        };
+        Ok(ClusterOutcome {
+            status: self.status.clone(),
+            control_plane_endpoint: set_endpoint,
+            requeue_after: self.requeue,
+        })
+    }
+
+    /// Writes status when a waiting pass changed it.
+    async fn save_if_changed(&self) -> Result<(), InfraError> {
+        self.save().await
+    }
+
+    async fn reconcile_failure_domains(&mut self) -> Result<(), InfraError> {
+        let zones = self
+            .clients
+            .compute
+            .availability_zones()
+            .await
+            .map_err(|e| os("AvailabilityZoneListFailed", e))?;
+        let spec = self.spec;
+        self.status.failure_domains = zones
+            .into_iter()
+            .filter(|z| z.available)
+            .map(|z| {
+                let control_plane = if spec.control_plane_availability_zones.is_empty() {
+                    !spec.control_plane_omit_availability_zone.unwrap_or(false)
+                } else {
+                    spec.control_plane_availability_zones.contains(&z.name)
+                };
+                (
+                    z.name,
+                    FailureDomainSpec {
+                        control_plane: Some(control_plane),
+                        attributes: Default::default(),
+                    },
+                )
+            })
+            .collect();
+        Ok(())
+    }
+
+    async fn extensions(
+        &self,
+        platform: &PlatformConfig,
+        identity: &IdentitySecret,
+        host: &str,
+        ingress_vip: Option<String>,
+    ) -> Result<ClusterStatusExtensions, InfraError> {
+        let id = &self.clients.identity;
+        let project = id
+            .project()
+            .await
+            .map_err(|e| os("KeystoneTokenFailed", e))?;
+        let endpoint = |types: &'static [&'static str]| async move {
+            id.catalog_endpoint(types)
+                .await
+                .map_err(|e| os("KeystoneCatalogFailed", e))
+        };
+        let keystone = endpoint(&["identity"])
+            .await?
+            .or_else(|| Some(self.clients.session.config().auth_url.clone()));
+        let nova = endpoint(&["compute"]).await?;
+        let neutron = endpoint(&["network"]).await?;
+        let cinder = endpoint(&["block-storage", "volumev3"]).await?;
+
+        let default_subnet_id = self
+            .status
+            .network
+            .as_ref()
+            .and_then(|n| {
+                n.subnets
+                    .iter()
+                    .find(|s| !s.cidr.contains(':'))
+                    .or(n.subnets.first())
+            })
+            .map(|s| s.id.clone());
+        let security_group_ids: Vec<String> = [
+            &self.status.control_plane_security_group,
+            &self.status.worker_security_group,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|g| g.id.clone())
+        .collect();
+        let previous = self.status.extensions.clone().unwrap_or_default();
+        let cp_vip = self
+            .status
+            .api_server_load_balancer
+            .as_ref()
+            .map(|lb| lb.internal_ip.clone())
+            .filter(|ip| !ip.is_empty())
+            .or_else(|| self.spec.api_server_fixed_ip.clone())
+            .or_else(|| Some(host.to_owned()));
+        Ok(ClusterStatusExtensions {
+            networking: Some(NetworkingStatus {
+                cilium: Some(CiliumStatus {
+                    project_id: project.as_ref().map(|p| p.id.clone()),
+                    default_subnet_id,
+                    security_group_ids,
+                    webhook_enable: previous
+                        .networking
+                        .and_then(|n| n.cilium)
+                        .and_then(|c| c.webhook_enable),
+                }),
+            }),
+            load_balancers: Some(LoadBalancersStatus {
+                control_plane: Some(VirtualIp { vip: cp_vip }),
+                ingress: ingress_vip.map(|vip| VirtualIp { vip: Some(vip) }),
+            }),
+            open_stack: Some(OpenStackStatus {
+                keystone,
+                nova,
+                neutron,
+                cinder,
+                project: project.as_ref().map(|p| p.name.clone()),
+                project_domain: project
+                    .as_ref()
+                    .map(|p| p.domain.name.clone())
+                    .filter(|n| !n.is_empty()),
+                region: identity
+                    .region
+                    .clone()
+                    .or_else(|| self.clients.session.config().region.clone()),
+                mgmt: Some(host.to_owned()),
+            }),
+            platform: Some(PlatformStatus {
+                ntp: platform.ntp_server.clone().map(|server| NtpStatus {
+                    server: Some(server),
+                }),
+                management: platform
+                    .management_vip
+                    .clone()
+                    .map(|vip| VirtualIp { vip: Some(vip) }),
+            }),
+        })
+    }
+}
+
+/// The tag every resource we create carries, for adoption and for finding
+/// leftovers on deletion: the cluster's CAPO resource name.
+pub fn owner_tag(names: &ClusterNames) -> String {
+    names.network_name()
+}
+
+/// The reason of a failed step, for its condition.
+fn reason_of(e: &InfraError) -> &str {
+    match e {
+        InfraError::Transient { reason, .. } | InfraError::User { reason, .. } => reason,
+        InfraError::Sink(_) => "StatusWriteFailed",
+    }
+}
+
+pub(crate) fn user(reason: &str, message: impl Into<String>) -> InfraError {
+    InfraError::User {
+        reason: reason.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// 409/429/5xx/no answer → transient; everything else is the user's to fix.
+pub(crate) fn os(reason: &str, e: OsError) -> InfraError {
+    if e.is_retryable() {
+        InfraError::Transient {
+            reason: reason.to_owned(),
+            retry_after: e.retry_after(),
+            message: e.to_string(),
+        }
+    } else if e.is_auth() {
+        user("AuthenticationFailed", e.to_string())
+    } else {
+        user(reason, e.to_string())
+    }
+}
+
+fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+) {
+    let status = if ok { "True" } else { "False" };
+    let reason = (!reason.is_empty()).then(|| reason.to_owned());
+    let message = (!message.is_empty()).then(|| {
+        let mut m = message.to_owned();
+        m.truncate(10_000);
+        m
+    });
+    let severity = (!ok).then(|| "Warning".to_owned());
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if c.status != status {
+            c.last_transition_time = now();
+        }
+        c.status = status.to_owned();
+        c.reason = reason;
+        c.message = message;
+        c.severity = severity;
+        return;
+    }
+    conditions.push(Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        severity,
+        last_transition_time: now(),
+        reason,
+        message,
+    });
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_transient_or_user() {
+        let http = |status| OsError::Http {
+            service: "network".into(),
+            method: "POST".into(),
+            path: "/v2.0/networks".into(),
+            status,
+            message: "m".into(),
+            retry_after: None,
+        };
+        assert!(matches!(os("X", http(503)), InfraError::Transient { .. }));
+        assert!(matches!(os("X", http(409)), InfraError::Transient { .. }));
+        assert!(matches!(os("X", http(429)), InfraError::Transient { .. }));
+        match os("X", http(400)) {
+            InfraError::User { reason, .. } => assert_eq!(reason, "X"),
+            other => panic!("{other:?}"),
+        }
+        match os("X", http(401)) {
+            InfraError::User { reason, .. } => assert_eq!(reason, "AuthenticationFailed"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn condition_time_moves_only_on_change() {
+        let mut c = Vec::new();
+        set_condition(&mut c, "Ready", false, "Pending", "");
+        c[0].last_transition_time = "2000-01-01T00:00:00Z".into();
+        set_condition(&mut c, "Ready", false, "StillPending", "m");
+        assert_eq!(c[0].last_transition_time, "2000-01-01T00:00:00Z");
+        assert_eq!(c[0].reason.as_deref(), Some("StillPending"));
+        set_condition(&mut c, "Ready", true, "", "");
+        assert_ne!(c[0].last_transition_time, "2000-01-01T00:00:00Z");
+        assert_eq!(c[0].severity, None);
+        assert_eq!(c.len(), 1);
+    }
+}

@@ -1,0 +1,595 @@
+//! External network, cluster network, subnet, router and router interface.
+
+use serde_json::json;
+
+use super::{os, user, Pass};
+use crate::infra::api::cluster::{NetworkStatus, NetworkStatusWithSubnets, Router, Subnet};
+use crate::infra::api::types::{FilterByNeutronTags, NetworkParam, SubnetParam};
+use crate::infra::seam::{InfraError, StatusSink};
+use crate::openstack::networking::{self as net, Networking, NeutronResource};
+
+/// Router ports that connect a subnet (CAPO's list of device owners).
+const ROUTER_INTERFACE_OWNERS: &[&str] = &[
+    "network:router_interface",
+    "network:router_interface_distributed",
+    "network:ha_router_replicated_interface",
+    "network:router_ha_interface",
+];
+
+/// Neutron list filters for a tag filter.
+pub(super) fn tag_query(q: &mut Vec<(&'static str, String)>, t: &FilterByNeutronTags) {
+    if !t.tags.is_empty() {
+        q.push(("tags", t.tags.join(",")));
+    }
+    if !t.tags_any.is_empty() {
+        q.push(("tags-any", t.tags_any.join(",")));
+    }
+    if !t.not_tags.is_empty() {
+        q.push(("not-tags", t.not_tags.join(",")));
+    }
+    if !t.not_tags_any.is_empty() {
+        q.push(("not-tags-any", t.not_tags_any.join(",")));
+    }
+}
+
+/// A resource's tags, as Neutron returns them.
+pub(super) trait Tagged {
+    fn id(&self) -> &str;
+    fn tags(&self) -> &[String];
+}
+macro_rules! tagged {
+    ($t:ty) => {
+        impl Tagged for $t {
+            fn id(&self) -> &str {
+                &self.id
+            }
+            fn tags(&self) -> &[String] {
+                &self.tags
+            }
+        }
+    };
+}
+tagged!(net::Network);
+tagged!(net::Subnet);
+tagged!(net::Router);
+tagged!(net::Port);
+tagged!(net::SecurityGroup);
+tagged!(net::FloatingIp);
+
+impl<S: StatusSink> Pass<'_, S> {
+    /// Of several resources found by name, the one carrying our tag; a name
+    /// that matches more than one without telling them apart is an error.
+    pub(super) fn pick<T: Tagged>(
+        &self,
+        kind: &str,
+        name: &str,
+        found: Vec<T>,
+    ) -> Result<Option<T>, InfraError> {
+        if found.len() <= 1 {
+            return Ok(found.into_iter().next());
+        }
+        let own = super::owner_tag(&self.names);
+        let mut ours: Vec<T> = found
+            .into_iter()
+            .filter(|r| r.tags().contains(&own))
+            .collect();
+        if ours.len() == 1 {
+            return Ok(ours.pop());
+        }
+        Err(user(
+            "DuplicateResources",
+            format!(
+                "{} {kind}s are named {name:?}; remove the extra ones",
+                ours.len().max(2)
+            ),
+        ))
+    }
+
+    /// Adds the cluster's tags that `r` lacks (one PUT per missing tag).
+    pub(super) async fn ensure_tags<T: NeutronResource + Tagged>(
+        &self,
+        r: &T,
+    ) -> Result<Vec<String>, InfraError> {
+        let mut tags = r.tags().to_vec();
+        for t in &self.tags {
+            if !tags.contains(t) {
+                self.clients
+                    .network
+                    .add_tag::<T>(r.id(), t)
+                    .await
+                    .map_err(|e| os("TagFailed", e))?;
+                tags.push(t.clone());
+            }
+        }
+        Ok(tags)
+    }
+
+    pub(super) async fn reconcile_external_network(&mut self) -> Result<(), InfraError> {
+        if self.spec.disable_external_network == Some(true) {
+            self.status.external_network = None;
+            return Ok(());
+        }
+        // Immutable in the spec, so a found network stays the right one.
+        if self
+            .status
+            .external_network
+            .as_ref()
+            .is_some_and(|n| !n.id.is_empty())
+        {
+            return Ok(());
+        }
+        let found: Vec<net::Network> = match &self.spec.external_network {
+            Some(param) => self.find_networks(param, true).await?,
+            None => self
+                .clients
+                .network
+                .list(&[("router:external", "true".to_owned())])
+                .await
+                .map_err(|e| os("ExternalNetworkNotFound", e))?,
+        };
+        match (found.len(), &self.spec.external_network) {
+            (1, _) => {
+                let n = &found[0];
+                self.status.external_network = Some(NetworkStatus {
+                    name: n.name.clone(),
+                    id: n.id.clone(),
+                    tags: n.tags.clone(),
+                });
+            }
+            (0, None) => self.status.external_network = None,
+            (0, Some(p)) => {
+                return Err(user(
+                    "ExternalNetworkNotFound",
+                    format!("no external network matches {}", describe(p)),
+                ))
+            }
+            (n, _) => {
+                return Err(user(
+                    "ExternalNetworkNotFound",
+                    format!("{n} external networks match; set spec.externalNetwork to choose one"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    async fn find_networks(
+        &self,
+        p: &NetworkParam,
+        external: bool,
+    ) -> Result<Vec<net::Network>, InfraError> {
+        let reason = if external {
+            "ExternalNetworkNotFound"
+        } else {
+            "NetworkNotFound"
+        };
+        if let Some(id) = &p.id {
+            return match self.clients.network.get::<net::Network>(id).await {
+                Ok(n) => Ok(vec![n]),
+                Err(e) if e.is_not_found() => Ok(vec![]),
+                Err(e) => Err(os(reason, e)),
+            };
+        }
+        let mut q = Vec::new();
+        if let Some(f) = &p.filter {
+            if let Some(n) = &f.name {
+                q.push(("name", n.clone()));
+            }
+            if let Some(d) = &f.description {
+                q.push(("description", d.clone()));
+            }
+            if let Some(pid) = &f.project_id {
+                q.push(("project_id", pid.clone()));
+            }
+            tag_query(&mut q, &f.tags);
+        }
+        if external {
+            q.push(("router:external", "true".to_owned()));
+        }
+        self.clients
+            .network
+            .list(&q)
+            .await
+            .map_err(|e| os(reason, e))
+    }
+
+    pub(super) async fn reconcile_network(&mut self) -> Result<(), InfraError> {
+        if let Some(managed) = self.spec.managed_subnets.first() {
+            self.reconcile_managed_network(managed).await
+        } else {
+            self.reconcile_existing_network().await
+        }
+    }
+
+    async fn reconcile_managed_network(
+        &mut self,
+        managed: &crate::infra::api::cluster::SubnetSpec,
+    ) -> Result<(), InfraError> {
+        let name = self.names.network_name();
+        let neutron = &self.clients.network;
+        // Network.
+        let found = neutron
+            .list::<net::Network>(&[("name", name.clone())])
+            .await
+            .map_err(|e| os("NetworkCreateFailed", e))?;
+        let network = match self.pick("network", &name, found)? {
+            Some(n) => n,
+            None => {
+                let mut body = json!({"name": name, "admin_state_up": true});
+                if let Some(mtu) = self.spec.network_mtu {
+                    body["mtu"] = json!(mtu);
+                }
+                if self.spec.disable_port_security == Some(true) {
+                    body["port_security_enabled"] = json!(false);
+                }
+                let n: net::Network = neutron
+                    .create(body)
+                    .await
+                    .map_err(|e| os("NetworkCreateFailed", e))?;
+                tracing::info!(network = %n.id, %name, "created network");
+                self.status.network = Some(NetworkStatusWithSubnets {
+                    network: NetworkStatus {
+                        name: n.name.clone(),
+                        id: n.id.clone(),
+                        tags: vec![],
+                    },
+                    subnets: vec![],
+                });
+                self.save().await?;
+                n
+            }
+        };
+        let net_tags = self.ensure_tags(&network).await?;
+
+        // Subnet.
+        let found = neutron
+            .list::<net::Subnet>(&[
+                ("network_id", network.id.clone()),
+                ("cidr", managed.cidr.clone()),
+            ])
+            .await
+            .map_err(|e| os("SubnetCreateFailed", e))?;
+        let subnet = match self.pick("subnet", &name, found)? {
+            Some(s) => {
+                if s.dns_nameservers != managed.dns_nameservers {
+                    neutron
+                        .update::<net::Subnet>(
+                            &s.id,
+                            json!({"dns_nameservers": managed.dns_nameservers}),
+                        )
+                        .await
+                        .map_err(|e| os("SubnetCreateFailed", e))?
+                } else {
+                    s
+                }
+            }
+            None => {
+                let mut body = json!({
+                    "network_id": network.id,
+                    "name": name,
+                    "ip_version": 4,
+                    "cidr": managed.cidr,
+                    "dns_nameservers": managed.dns_nameservers,
+                    "description": self.names.description(),
+                });
+                if !managed.allocation_pools.is_empty() {
+                    body["allocation_pools"] = json!(managed
+                        .allocation_pools
+                        .iter()
+                        .map(|p| json!({"start": p.start, "end": p.end}))
+                        .collect::<Vec<_>>());
+                }
+                let s: net::Subnet = neutron
+                    .create(body)
+                    .await
+                    .map_err(|e| os("SubnetCreateFailed", e))?;
+                tracing::info!(subnet = %s.id, cidr = %s.cidr, "created subnet");
+                self.status.network = Some(NetworkStatusWithSubnets {
+                    network: NetworkStatus {
+                        name: network.name.clone(),
+                        id: network.id.clone(),
+                        tags: net_tags.clone(),
+                    },
+                    subnets: vec![Subnet {
+                        name: s.name.clone(),
+                        id: s.id.clone(),
+                        cidr: s.cidr.clone(),
+                        tags: vec![],
+                    }],
+                });
+                self.save().await?;
+                s
+            }
+        };
+        let subnet_tags = self.ensure_tags(&subnet).await?;
+        self.status.network = Some(NetworkStatusWithSubnets {
+            network: NetworkStatus {
+                name: network.name.clone(),
+                id: network.id.clone(),
+                tags: net_tags,
+            },
+            subnets: vec![Subnet {
+                name: subnet.name.clone(),
+                id: subnet.id.clone(),
+                cidr: subnet.cidr.clone(),
+                tags: subnet_tags,
+            }],
+        });
+
+        // Router, only with somewhere to route to.
+        let Some(ext) = self.status.external_network.clone() else {
+            self.status.router = None;
+            return Ok(());
+        };
+        let router = match &self.spec.router {
+            Some(p) => self.find_router(p).await?,
+            None => {
+                let found = neutron
+                    .list::<net::Router>(&[("name", name.clone())])
+                    .await
+                    .map_err(|e| os("RouterCreateFailed", e))?;
+                match self.pick("router", &name, found)? {
+                    Some(r) => r,
+                    None => {
+                        let r: net::Router = neutron
+                            .create(json!({
+                                "name": name,
+                                "description": self.names.description(),
+                                "external_gateway_info": {"network_id": ext.id},
+                            }))
+                            .await
+                            .map_err(|e| os("RouterCreateFailed", e))?;
+                        tracing::info!(router = %r.id, "created router");
+                        self.status.router = Some(Router {
+                            name: r.name.clone(),
+                            id: r.id.clone(),
+                            tags: vec![],
+                            ips: vec![],
+                        });
+                        self.save().await?;
+                        r
+                    }
+                }
+            }
+        };
+        let router_tags = if self.spec.router.is_none() {
+            self.ensure_tags(&router).await?
+        } else {
+            router.tags.clone()
+        };
+        let ips = router
+            .external_gateway_info
+            .as_ref()
+            .map(|g| {
+                g.external_fixed_ips
+                    .iter()
+                    .map(|f| f.ip_address.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.status.router = Some(Router {
+            name: router.name.clone(),
+            id: router.id.clone(),
+            tags: router_tags,
+            ips,
+        });
+
+        // Interface into the cluster subnet.
+        let ports = neutron
+            .list::<net::Port>(&[("device_id", router.id.clone())])
+            .await
+            .map_err(|e| os("RouterCreateFailed", e))?;
+        let attached = ports.iter().any(|p| {
+            ROUTER_INTERFACE_OWNERS.contains(&p.device_owner.as_str())
+                && p.fixed_ips.iter().any(|f| f.subnet_id == subnet.id)
+        });
+        if !attached {
+            neutron
+                .add_router_interface(&router.id, &subnet.id)
+                .await
+                .map_err(|e| os("RouterCreateFailed", e))?;
+            tracing::info!(router = %router.id, subnet = %subnet.id, "attached router interface");
+        }
+        Ok(())
+    }
+
+    async fn find_router(
+        &self,
+        p: &crate::infra::api::types::RouterParam,
+    ) -> Result<net::Router, InfraError> {
+        if let Some(id) = &p.id {
+            return self
+                .clients
+                .network
+                .get::<net::Router>(id)
+                .await
+                .map_err(|e| {
+                    if e.is_not_found() {
+                        user("RouterNotFound", format!("router {id} does not exist"))
+                    } else {
+                        os("RouterNotFound", e)
+                    }
+                });
+        }
+        let mut q = Vec::new();
+        if let Some(f) = &p.filter {
+            if let Some(n) = &f.name {
+                q.push(("name", n.clone()));
+            }
+            if let Some(pid) = &f.project_id {
+                q.push(("project_id", pid.clone()));
+            }
+            tag_query(&mut q, &f.tags);
+        }
+        let mut found: Vec<net::Router> = self
+            .clients
+            .network
+            .list(&q)
+            .await
+            .map_err(|e| os("RouterNotFound", e))?;
+        if found.len() != 1 {
+            return Err(user(
+                "RouterNotFound",
+                format!(
+                    "{} routers match spec.router; need exactly one",
+                    found.len()
+                ),
+            ));
+        }
+        Ok(found.remove(0))
+    }
+
+    /// No managed subnets: resolve the user's network and subnets.
+    async fn reconcile_existing_network(&mut self) -> Result<(), InfraError> {
+        let neutron = &self.clients.network;
+        let mut subnets: Vec<net::Subnet> = Vec::new();
+        for p in &self.spec.subnets {
+            subnets.push(self.find_subnet(p).await?);
+        }
+        let network = match &self.spec.network {
+            Some(p) => {
+                let mut found = self.find_networks(p, false).await?;
+                if found.len() != 1 {
+                    return Err(user(
+                        "NetworkNotFound",
+                        format!(
+                            "{} networks match {}; need exactly one",
+                            found.len(),
+                            describe(p)
+                        ),
+                    ));
+                }
+                found.remove(0)
+            }
+            None => match subnets.first() {
+                Some(s) => neutron
+                    .get::<net::Network>(&s.network_id)
+                    .await
+                    .map_err(|e| os("NetworkNotFound", e))?,
+                None => {
+                    return Err(user(
+                        "NetworkNotFound",
+                        "set spec.managedSubnets, spec.network or spec.subnets",
+                    ))
+                }
+            },
+        };
+        if let Some(bad) = subnets.iter().find(|s| s.network_id != network.id) {
+            return Err(user(
+                "SubnetNotFound",
+                format!("subnet {} is not on network {}", bad.id, network.id),
+            ));
+        }
+        if subnets.is_empty() {
+            subnets = neutron
+                .list(&[("network_id", network.id.clone())])
+                .await
+                .map_err(|e| os("SubnetNotFound", e))?;
+            if subnets.len() > 2 {
+                return Err(user(
+                    "SubnetNotFound",
+                    format!(
+                        "network {} has {} subnets; choose with spec.subnets",
+                        network.id,
+                        subnets.len()
+                    ),
+                ));
+            }
+        }
+        self.status.network = Some(NetworkStatusWithSubnets {
+            network: NetworkStatus {
+                name: network.name.clone(),
+                id: network.id.clone(),
+                tags: network.tags.clone(),
+            },
+            subnets: subnets
+                .iter()
+                .map(|s| Subnet {
+                    name: s.name.clone(),
+                    id: s.id.clone(),
+                    cidr: s.cidr.clone(),
+                    tags: s.tags.clone(),
+                })
+                .collect(),
+        });
+        if let Some(p) = &self.spec.router {
+            let r = self.find_router(p).await?;
+            self.status.router = Some(Router {
+                name: r.name.clone(),
+                id: r.id.clone(),
+                tags: r.tags.clone(),
+                ips: r
+                    .external_gateway_info
+                    .map(|g| {
+                        g.external_fixed_ips
+                            .into_iter()
+                            .map(|f| f.ip_address)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn find_subnet(&self, p: &SubnetParam) -> Result<net::Subnet, InfraError> {
+        if let Some(id) = &p.id {
+            return self
+                .clients
+                .network
+                .get::<net::Subnet>(id)
+                .await
+                .map_err(|e| {
+                    if e.is_not_found() {
+                        user("SubnetNotFound", format!("subnet {id} does not exist"))
+                    } else {
+                        os("SubnetNotFound", e)
+                    }
+                });
+        }
+        let mut q = Vec::new();
+        if let Some(f) = &p.filter {
+            for (k, v) in [
+                ("name", &f.name),
+                ("description", &f.description),
+                ("project_id", &f.project_id),
+                ("gateway_ip", &f.gateway_ip),
+                ("cidr", &f.cidr),
+                ("ipv6_address_mode", &f.ipv6_address_mode),
+                ("ipv6_ra_mode", &f.ipv6_ra_mode),
+            ] {
+                if let Some(v) = v {
+                    q.push((k, v.clone()));
+                }
+            }
+            if let Some(v) = f.ip_version {
+                q.push(("ip_version", v.to_string()));
+            }
+            tag_query(&mut q, &f.tags);
+        }
+        let mut found: Vec<net::Subnet> = self
+            .clients
+            .network
+            .list(&q)
+            .await
+            .map_err(|e| os("SubnetNotFound", e))?;
+        if found.len() != 1 {
+            return Err(user(
+                "SubnetNotFound",
+                format!(
+                    "{} subnets match a spec.subnets filter; need exactly one",
+                    found.len()
+                ),
+            ));
+        }
+        Ok(found.remove(0))
+    }
+}
+
+fn describe(p: &NetworkParam) -> String {
+    match (&p.id, &p.filter) {
+        (Some(id), _) => format!("id {id}"),
+        (None, Some(f)) => format!("filter {f:?}"),
+        (None, None) => "an empty filter".to_owned(),
+    }
+}

@@ -1,0 +1,193 @@
+//! Nova (service type `compute`, v2.1): availability zones and server groups,
+//! each request pinned to a microversion.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::OsError;
+use super::session::{Headers, Session};
+
+const SERVICE: &[&str] = &["compute"];
+
+/// CAPO's floor: every Nova call it makes works at 2.38.
+pub const BASE_MICROVERSION: &str = "2.38";
+/// The server-group body with a single `policy` (and `rules`).
+pub const SERVER_GROUP_MICROVERSION: &str = "2.64";
+
+/// Both header spellings: older Novas know only the second.
+pub fn microversion_headers(version: &str) -> Headers {
+    vec![
+        ("OpenStack-API-Version", format!("compute {version}")),
+        ("X-OpenStack-Nova-API-Version", version.to_owned()),
+    ]
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AvailabilityZone {
+    pub name: String,
+    pub available: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ServerGroup {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub policy: Option<String>,
+    #[serde(default)]
+    pub members: Vec<String>,
+}
+
+/// The Nova calls the cluster flow needs.
+pub trait Compute: Send + Sync {
+    fn availability_zones(
+        &self,
+    ) -> impl Future<Output = Result<Vec<AvailabilityZone>, OsError>> + Send;
+    fn server_groups(&self) -> impl Future<Output = Result<Vec<ServerGroup>, OsError>> + Send;
+    /// `policy`: `affinity`, `anti-affinity`, `soft-affinity` or `soft-anti-affinity`.
+    fn create_server_group(
+        &self,
+        name: &str,
+        policy: &str,
+    ) -> impl Future<Output = Result<ServerGroup, OsError>> + Send;
+    fn delete_server_group(&self, id: &str) -> impl Future<Output = Result<(), OsError>> + Send;
+}
+
+/// The real Nova client.
+#[derive(Clone, Debug)]
+pub struct Nova {
+    session: Arc<Session>,
+}
+
+impl Nova {
+    pub fn new(session: Arc<Session>) -> Self {
+        Self { session }
+    }
+}
+
+fn decode_err(path: &str, message: impl Into<String>) -> OsError {
+    OsError::Decode {
+        service: "compute".into(),
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+impl Compute for Nova {
+    async fn availability_zones(&self) -> Result<Vec<AvailabilityZone>, OsError> {
+        let path = "/os-availability-zone";
+        let v = self
+            .session
+            .request(
+                Method::GET,
+                SERVICE,
+                path,
+                &[],
+                None,
+                &microversion_headers(BASE_MICROVERSION),
+            )
+            .await?;
+        parse_zones(v.as_ref()).ok_or_else(|| decode_err(path, "no availabilityZoneInfo"))
+    }
+
+    async fn server_groups(&self) -> Result<Vec<ServerGroup>, OsError> {
+        let path = "/os-server-groups";
+        let v = self
+            .session
+            .request(
+                Method::GET,
+                SERVICE,
+                path,
+                &[],
+                None,
+                &microversion_headers(SERVER_GROUP_MICROVERSION),
+            )
+            .await?;
+        let list = v
+            .and_then(|mut v| v.get_mut("server_groups").map(Value::take))
+            .ok_or_else(|| decode_err(path, "no server_groups"))?;
+        serde_json::from_value(list).map_err(|e| decode_err(path, e.to_string()))
+    }
+
+    async fn create_server_group(&self, name: &str, policy: &str) -> Result<ServerGroup, OsError> {
+        let path = "/os-server-groups";
+        let body = json!({"server_group": {"name": name, "policy": policy}});
+        let v = self
+            .session
+            .request(
+                Method::POST,
+                SERVICE,
+                path,
+                &[],
+                Some(&body),
+                &microversion_headers(SERVER_GROUP_MICROVERSION),
+            )
+            .await?;
+        let group = v
+            .and_then(|mut v| v.get_mut("server_group").map(Value::take))
+            .ok_or_else(|| decode_err(path, "no server_group"))?;
+        serde_json::from_value(group).map_err(|e| decode_err(path, e.to_string()))
+    }
+
+    async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
+        let path = format!("/os-server-groups/{id}");
+        self.session
+            .request(
+                Method::DELETE,
+                SERVICE,
+                &path,
+                &[],
+                None,
+                &microversion_headers(SERVER_GROUP_MICROVERSION),
+            )
+            .await
+            .map(drop)
+    }
+}
+
+/// `{"availabilityZoneInfo": [{"zoneName", "zoneState": {"available"}}]}`.
+pub fn parse_zones(v: Option<&Value>) -> Option<Vec<AvailabilityZone>> {
+    let list = v?.get("availabilityZoneInfo")?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|z| {
+                Some(AvailabilityZone {
+                    name: z.get("zoneName")?.as_str()?.to_owned(),
+                    available: z
+                        .pointer("/zoneState/available")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                })
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_nova_zone_list() {
+        let v = json!({"availabilityZoneInfo": [
+            {"zoneName": "az1", "zoneState": {"available": true}, "hosts": null},
+            {"zoneName": "broken", "zoneState": {"available": false}, "hosts": null}
+        ]});
+        let zones = parse_zones(Some(&v)).unwrap();
+        assert_eq!(zones.len(), 2);
+        assert!(zones[0].available && !zones[1].available);
+        assert!(parse_zones(Some(&json!({}))).is_none());
+    }
+
+    #[test]
+    fn sends_both_microversion_headers() {
+        let h = microversion_headers("2.64");
+        assert!(h.contains(&("OpenStack-API-Version", "compute 2.64".to_owned())));
+        assert!(h.contains(&("X-OpenStack-Nova-API-Version", "2.64".to_owned())));
+    }
+}

@@ -1,0 +1,364 @@
+//! One entry of an openstacksdk-style `clouds.yaml`, as CAPO's identityRef
+//! Secret holds it, reduced to what a Keystone v3 session needs.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::error::OsError;
+
+/// How to authenticate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthMethod {
+    /// User and password, scoped to a project.
+    Password {
+        user: NameOrId,
+        /// Domain of a user given by name.
+        user_domain: Option<NameOrId>,
+        password: String,
+        project: Option<NameOrId>,
+        /// Domain of a project given by name.
+        project_domain: Option<NameOrId>,
+    },
+    /// An application credential; its scope is fixed when it was created.
+    ApplicationCredential {
+        credential: NameOrId,
+        /// Owner, needed when the credential is given by name.
+        user: Option<NameOrId>,
+        user_domain: Option<NameOrId>,
+        secret: String,
+    },
+}
+
+/// Keystone accepts most references by either.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameOrId {
+    Name(String),
+    Id(String),
+}
+
+/// The settings of one cloud.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloudConfig {
+    /// Keystone v3 root, always ending in `/v3`.
+    pub auth_url: String,
+    pub auth: AuthMethod,
+    pub region: Option<String>,
+    /// `public`, `internal` or `admin`.
+    pub interface: String,
+    /// `verify: false` turns certificate checks off (test clouds only).
+    pub verify: bool,
+    /// Service type (`network`, `load-balancer`...) to a URL that replaces
+    /// the catalog's, from `<service>_endpoint_override` keys.
+    pub endpoint_overrides: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct CloudsFile {
+    #[serde(default)]
+    clouds: BTreeMap<String, RawCloud>,
+}
+
+#[derive(Deserialize)]
+struct RawCloud {
+    #[serde(default)]
+    auth: RawAuth,
+    #[serde(default)]
+    auth_type: Option<String>,
+    #[serde(default)]
+    region_name: Option<String>,
+    #[serde(default)]
+    interface: Option<String>,
+    #[serde(default)]
+    endpoint_type: Option<String>,
+    #[serde(default)]
+    verify: Option<bool>,
+    #[serde(flatten)]
+    rest: BTreeMap<String, serde_yaml::Value>,
+}
+
+#[derive(Default, Deserialize)]
+struct RawAuth {
+    auth_url: Option<String>,
+    username: Option<String>,
+    user_id: Option<String>,
+    password: Option<String>,
+    user_domain_name: Option<String>,
+    user_domain_id: Option<String>,
+    project_name: Option<String>,
+    project_id: Option<String>,
+    // Older spellings of the project keys.
+    tenant_name: Option<String>,
+    tenant_id: Option<String>,
+    project_domain_name: Option<String>,
+    project_domain_id: Option<String>,
+    /// Default for both user and project domain, as openstacksdk treats it.
+    domain_name: Option<String>,
+    domain_id: Option<String>,
+    application_credential_id: Option<String>,
+    application_credential_name: Option<String>,
+    application_credential_secret: Option<String>,
+}
+
+fn pick(id: Option<String>, name: Option<String>) -> Option<NameOrId> {
+    match (id.filter(|s| !s.is_empty()), name.filter(|s| !s.is_empty())) {
+        (Some(id), _) => Some(NameOrId::Id(id)),
+        (None, Some(name)) => Some(NameOrId::Name(name)),
+        (None, None) => None,
+    }
+}
+
+impl CloudConfig {
+    /// Reads entry `cloud` of `clouds.yaml`; `region` (identityRef.region)
+    /// replaces the entry's `region_name` when given.
+    pub fn from_clouds_yaml(
+        yaml: &[u8],
+        cloud: &str,
+        region: Option<&str>,
+    ) -> Result<Self, OsError> {
+        let file: CloudsFile = serde_yaml::from_slice(yaml)
+            .map_err(|e| OsError::Config(format!("clouds.yaml is not valid: {e}")))?;
+        let raw = file.clouds.get(cloud).ok_or_else(|| {
+            let known: Vec<&str> = file.clouds.keys().map(String::as_str).collect();
+            OsError::Config(format!(
+                "clouds.yaml has no cloud {cloud:?} (has: {})",
+                known.join(", ")
+            ))
+        })?;
+        let a = &raw.auth;
+        let auth_url = a
+            .auth_url
+            .clone()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| OsError::Config(format!("cloud {cloud:?} has no auth.auth_url")))?;
+        let auth_url = normalize_auth_url(&auth_url);
+        let domain = pick(a.domain_id.clone(), a.domain_name.clone());
+        let user_domain =
+            pick(a.user_domain_id.clone(), a.user_domain_name.clone()).or_else(|| domain.clone());
+        let auth_type = raw.auth_type.as_deref().unwrap_or("password");
+        let auth = match auth_type {
+            "password" | "v3password" => {
+                let user = pick(a.user_id.clone(), a.username.clone()).ok_or_else(|| {
+                    OsError::Config(format!("cloud {cloud:?}: password auth needs a username"))
+                })?;
+                let password = a.password.clone().ok_or_else(|| {
+                    OsError::Config(format!("cloud {cloud:?}: password auth needs a password"))
+                })?;
+                let project = pick(
+                    a.project_id.clone().or(a.tenant_id.clone()),
+                    a.project_name.clone().or(a.tenant_name.clone()),
+                );
+                let project_domain =
+                    pick(a.project_domain_id.clone(), a.project_domain_name.clone())
+                        .or_else(|| domain.clone());
+                AuthMethod::Password {
+                    user,
+                    user_domain,
+                    password,
+                    project,
+                    project_domain,
+                }
+            }
+            "v3applicationcredential" | "applicationcredential" => {
+                let credential = pick(
+                    a.application_credential_id.clone(),
+                    a.application_credential_name.clone(),
+                )
+                .ok_or_else(|| {
+                    OsError::Config(format!(
+                        "cloud {cloud:?}: application credential auth needs an id or a name"
+                    ))
+                })?;
+                let secret = a.application_credential_secret.clone().ok_or_else(|| {
+                    OsError::Config(format!(
+                        "cloud {cloud:?}: application credential auth needs a secret"
+                    ))
+                })?;
+                let user = pick(a.user_id.clone(), a.username.clone());
+                if matches!(credential, NameOrId::Name(_)) && user.is_none() {
+                    return Err(OsError::Config(format!(
+                        "cloud {cloud:?}: an application credential given by name needs its user"
+                    )));
+                }
+                AuthMethod::ApplicationCredential {
+                    credential,
+                    user,
+                    user_domain,
+                    secret,
+                }
+            }
+            other => {
+                return Err(OsError::Config(format!(
+                    "cloud {cloud:?}: auth_type {other:?} is not supported (password, v3applicationcredential)"
+                )))
+            }
+        };
+        let interface = raw
+            .interface
+            .clone()
+            .or_else(|| raw.endpoint_type.clone())
+            .unwrap_or_else(|| "public".to_owned());
+        let interface = interface.trim_end_matches("URL").to_owned();
+        let endpoint_overrides = raw
+            .rest
+            .iter()
+            .filter_map(|(k, v)| {
+                let service = k.strip_suffix("_endpoint_override")?;
+                Some((service.replace('_', "-"), v.as_str()?.to_owned()))
+            })
+            .collect();
+        Ok(Self {
+            auth_url,
+            auth,
+            region: region
+                .map(str::to_owned)
+                .or_else(|| raw.region_name.clone())
+                .filter(|s| !s.is_empty()),
+            interface,
+            verify: raw.verify.unwrap_or(true),
+            endpoint_overrides,
+        })
+    }
+}
+
+/// clouds.yaml commonly gives the Keystone root with or without `/v3`.
+fn normalize_auth_url(url: &str) -> String {
+    let trimmed = url.trim_end_matches('/');
+    if trimmed.ends_with("/v3") {
+        trimmed.to_owned()
+    } else {
+        format!("{trimmed}/v3")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const YAML: &str = r#"
+clouds:
+  member:
+    region_name: RegionOne
+    interface: internal
+    identity_api_version: 3
+    auth_type: password
+    auth:
+      auth_url: https://keystone.example:5000
+      username: alice
+      password: s3cret
+      project_name: demo
+      user_domain_name: Default
+      project_domain_id: default
+    network_endpoint_override: http://127.0.0.1:9999
+    load_balancer_endpoint_override: http://127.0.0.1:9998
+  appcred:
+    auth_type: v3applicationcredential
+    verify: false
+    auth:
+      auth_url: https://keystone.example:5000/v3/
+      application_credential_id: abc
+      application_credential_secret: xyz
+  ids:
+    endpoint_type: publicURL
+    auth:
+      auth_url: https://k/v3
+      user_id: u1
+      password: p
+      project_id: p1
+      domain_name: Corp
+  byname:
+    auth_type: v3applicationcredential
+    auth:
+      auth_url: https://k
+      application_credential_name: ci
+      application_credential_secret: xyz
+"#;
+
+    #[test]
+    fn password_entry_with_names_and_overrides() {
+        let c = CloudConfig::from_clouds_yaml(YAML.as_bytes(), "member", None).unwrap();
+        assert_eq!(c.auth_url, "https://keystone.example:5000/v3");
+        assert_eq!(c.region.as_deref(), Some("RegionOne"));
+        assert_eq!(c.interface, "internal");
+        assert!(c.verify);
+        assert_eq!(
+            c.auth,
+            AuthMethod::Password {
+                user: NameOrId::Name("alice".into()),
+                user_domain: Some(NameOrId::Name("Default".into())),
+                password: "s3cret".into(),
+                project: Some(NameOrId::Name("demo".into())),
+                project_domain: Some(NameOrId::Id("default".into())),
+            }
+        );
+        assert_eq!(
+            c.endpoint_overrides
+                .get("load-balancer")
+                .map(String::as_str),
+            Some("http://127.0.0.1:9998")
+        );
+        assert_eq!(
+            c.endpoint_overrides.get("network").map(String::as_str),
+            Some("http://127.0.0.1:9999")
+        );
+    }
+
+    #[test]
+    fn region_override_wins() {
+        let c =
+            CloudConfig::from_clouds_yaml(YAML.as_bytes(), "member", Some("RegionTwo")).unwrap();
+        assert_eq!(c.region.as_deref(), Some("RegionTwo"));
+    }
+
+    #[test]
+    fn application_credential_and_verify() {
+        let c = CloudConfig::from_clouds_yaml(YAML.as_bytes(), "appcred", None).unwrap();
+        assert_eq!(c.auth_url, "https://keystone.example:5000/v3");
+        assert!(!c.verify);
+        assert_eq!(c.interface, "public");
+        assert_eq!(c.region, None);
+        assert_eq!(
+            c.auth,
+            AuthMethod::ApplicationCredential {
+                credential: NameOrId::Id("abc".into()),
+                user: None,
+                user_domain: None,
+                secret: "xyz".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn ids_and_domain_default() {
+        let c = CloudConfig::from_clouds_yaml(YAML.as_bytes(), "ids", None).unwrap();
+        assert_eq!(c.interface, "public");
+        match c.auth {
+            AuthMethod::Password {
+                user,
+                user_domain,
+                project,
+                project_domain,
+                ..
+            } => {
+                assert_eq!(user, NameOrId::Id("u1".into()));
+                assert_eq!(project, Some(NameOrId::Id("p1".into())));
+                assert_eq!(user_domain, Some(NameOrId::Name("Corp".into())));
+                assert_eq!(project_domain, Some(NameOrId::Name("Corp".into())));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_entries() {
+        let missing = CloudConfig::from_clouds_yaml(YAML.as_bytes(), "nope", None).unwrap_err();
+        assert!(missing.to_string().contains("member"), "{missing}");
+        let by_name = CloudConfig::from_clouds_yaml(YAML.as_bytes(), "byname", None).unwrap_err();
+        assert!(by_name.to_string().contains("needs its user"), "{by_name}");
+        let odd = "clouds: {x: {auth_type: token, auth: {auth_url: u}}}";
+        assert!(CloudConfig::from_clouds_yaml(odd.as_bytes(), "x", None).is_err());
+        assert!(CloudConfig::from_clouds_yaml(b"clouds: [", "x", None).is_err());
+        let no_url = "clouds: {x: {auth: {username: a, password: b}}}";
+        assert!(CloudConfig::from_clouds_yaml(no_url.as_bytes(), "x", None).is_err());
+    }
+}

@@ -1,0 +1,216 @@
+//! Errors from OpenStack calls, keeping the HTTP status and the service's own
+//! message so the reconcile can tell "try again" from "the spec is wrong".
+
+use std::time::Duration;
+
+/// A failed OpenStack call or a client that could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum OsError {
+    /// The service answered with a non-success status.
+    #[error("{service} {method} {path}: HTTP {status}: {message}")]
+    Http {
+        service: String,
+        method: String,
+        path: String,
+        status: u16,
+        /// The service's `message`/`faultstring`/`title`, or the raw body.
+        message: String,
+        /// `Retry-After` on 429/503, when the service sent one in seconds.
+        retry_after: Option<Duration>,
+    },
+    /// No answer: connection refused, reset or timed out.
+    #[error("{service} {method} {path}: {message}")]
+    Transport {
+        service: String,
+        method: String,
+        path: String,
+        message: String,
+        timeout: bool,
+    },
+    /// The service answered 2xx with a body we cannot read.
+    #[error("{service} {path}: unexpected response: {message}")]
+    Decode {
+        service: String,
+        path: String,
+        message: String,
+    },
+    /// clouds.yaml or the CA bundle is unusable.
+    #[error("cloud configuration: {0}")]
+    Config(String),
+    /// The catalog has no endpoint for a service in the region and interface.
+    #[error(
+        "no {service} endpoint for region {region:?} and interface {interface} in the catalog"
+    )]
+    NoEndpoint {
+        service: String,
+        region: Option<String>,
+        interface: String,
+    },
+}
+
+impl OsError {
+    /// The HTTP status, when the service answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404)
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.status() == Some(409)
+    }
+
+    /// 501: e.g. health monitors on providers without them.
+    pub fn is_not_implemented(&self) -> bool {
+        self.status() == Some(501)
+    }
+
+    /// Worth retrying unchanged: conflicts (Octavia's PENDING_* immutability),
+    /// rate limits, server errors except 501, and no answer at all.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Http { status, .. } => {
+                matches!(*status, 408 | 409 | 429) || (*status >= 500 && *status != 501)
+            }
+            Self::Transport { .. } => true,
+            Self::Decode { .. } | Self::Config(_) | Self::NoEndpoint { .. } => false,
+        }
+    }
+
+    /// 401/403: the credentials or their roles are wrong.
+    pub fn is_auth(&self) -> bool {
+        matches!(self.status(), Some(401 | 403))
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The service's message alone (for conditions).
+    pub fn message(&self) -> String {
+        match self {
+            Self::Http { message, .. }
+            | Self::Transport { message, .. }
+            | Self::Decode { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Pulls the human message out of an OpenStack error body. Services disagree
+/// on the shape: Neutron `{"NeutronError": {"message"}}`, Nova
+/// `{"badRequest": {"message"}}`, Octavia `{"faultstring"}`, Keystone
+/// `{"error": {"message"}}`, WSGI middleware `{"title", "description"}`.
+pub fn service_message(body: &str) -> String {
+    let text = body.trim();
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return truncate(text);
+    };
+    fn pick(v: &serde_json::Value) -> Option<String> {
+        for key in ["message", "faultstring", "description", "detail", "title"] {
+            if let Some(s) = v.get(key).and_then(|m| m.as_str()) {
+                if !s.is_empty() {
+                    return Some(s.to_owned());
+                }
+            }
+        }
+        None
+    }
+    if let Some(m) = pick(&value) {
+        return truncate(&m);
+    }
+    if let Some(obj) = value.as_object() {
+        for inner in obj.values() {
+            if let Some(m) = pick(inner) {
+                return truncate(&m);
+            }
+        }
+    }
+    truncate(text)
+}
+
+fn truncate(s: &str) -> String {
+    const MAX: usize = 512;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16) -> OsError {
+        OsError::Http {
+            service: "network".into(),
+            method: "POST".into(),
+            path: "/v2.0/networks".into(),
+            status,
+            message: "m".into(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn classifies_statuses() {
+        assert!(http(404).is_not_found());
+        assert!(!http(404).is_retryable());
+        assert!(http(409).is_conflict());
+        for s in [409, 429, 500, 502, 503, 504] {
+            assert!(http(s).is_retryable(), "{s}");
+        }
+        for s in [400, 401, 403, 404, 413, 501] {
+            assert!(!http(s).is_retryable(), "{s}");
+        }
+        assert!(http(401).is_auth() && http(403).is_auth());
+        let t = OsError::Transport {
+            service: "s".into(),
+            method: "GET".into(),
+            path: "/".into(),
+            message: "timed out".into(),
+            timeout: true,
+        };
+        assert!(t.is_retryable());
+        assert!(!OsError::Config("x".into()).is_retryable());
+    }
+
+    #[test]
+    fn reads_each_services_error_shape() {
+        assert_eq!(
+            service_message(
+                r#"{"NeutronError": {"type": "NetworkNotFound", "message": "Network abc could not be found.", "detail": ""}}"#
+            ),
+            "Network abc could not be found."
+        );
+        assert_eq!(
+            service_message(r#"{"badRequest": {"code": 400, "message": "Invalid input"}}"#),
+            "Invalid input"
+        );
+        assert_eq!(
+            service_message(
+                r#"{"faultcode": "Client", "faultstring": "Load Balancer x is immutable and cannot be updated.", "debuginfo": null}"#
+            ),
+            "Load Balancer x is immutable and cannot be updated."
+        );
+        assert_eq!(
+            service_message(
+                r#"{"error": {"code": 401, "message": "The request you have made requires authentication.", "title": "Unauthorized"}}"#
+            ),
+            "The request you have made requires authentication."
+        );
+        assert_eq!(service_message("Bad Gateway"), "Bad Gateway");
+    }
+}

@@ -1,0 +1,271 @@
+//! Octavia (service type `load-balancer`, `/v2/lbaas`). Status is only ever
+//! read with GET: callers requeue on `PENDING_*` instead of waiting here.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::OsError;
+use super::session::Session;
+
+const SERVICE: &[&str] = &["load-balancer"];
+
+/// An Octavia collection: `/v2/lbaas/<plural>`.
+pub trait OctaviaResource: DeserializeOwned + Send + 'static {
+    const SINGULAR: &'static str;
+    const PLURAL: &'static str;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct LoadBalancer {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub provisioning_status: String,
+    #[serde(default)]
+    pub operating_status: String,
+    #[serde(default)]
+    pub vip_address: String,
+    #[serde(default)]
+    pub vip_port_id: String,
+    #[serde(default)]
+    pub vip_subnet_id: String,
+    #[serde(default)]
+    pub provider: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+impl LoadBalancer {
+    pub fn is_active(&self) -> bool {
+        self.provisioning_status == "ACTIVE"
+    }
+    pub fn is_pending(&self) -> bool {
+        self.provisioning_status.starts_with("PENDING_")
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Listener {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub protocol_port: i64,
+    #[serde(default)]
+    pub allowed_cidrs: Option<Vec<String>>,
+    #[serde(default)]
+    pub provisioning_status: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Pool {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub healthmonitor_id: Option<String>,
+    #[serde(default)]
+    pub provisioning_status: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct HealthMonitor {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub delay: i64,
+    #[serde(default)]
+    pub timeout: i64,
+    #[serde(default)]
+    pub max_retries: i64,
+    #[serde(default)]
+    pub max_retries_down: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Provider {
+    pub name: String,
+}
+
+macro_rules! resource {
+    ($t:ty, $s:literal, $p:literal) => {
+        impl OctaviaResource for $t {
+            const SINGULAR: &'static str = $s;
+            const PLURAL: &'static str = $p;
+        }
+    };
+}
+resource!(LoadBalancer, "loadbalancer", "loadbalancers");
+resource!(Listener, "listener", "listeners");
+resource!(Pool, "pool", "pools");
+resource!(HealthMonitor, "healthmonitor", "healthmonitors");
+resource!(Provider, "provider", "providers");
+
+/// Octavia operations the cluster flow needs.
+pub trait LoadBalancing: Send + Sync {
+    fn list<T: OctaviaResource>(
+        &self,
+        query: &[(&str, String)],
+    ) -> impl Future<Output = Result<Vec<T>, OsError>> + Send;
+    fn get<T: OctaviaResource>(&self, id: &str) -> impl Future<Output = Result<T, OsError>> + Send;
+    fn create<T: OctaviaResource>(
+        &self,
+        body: Value,
+    ) -> impl Future<Output = Result<T, OsError>> + Send;
+    fn update<T: OctaviaResource>(
+        &self,
+        id: &str,
+        body: Value,
+    ) -> impl Future<Output = Result<T, OsError>> + Send;
+    fn delete<T: OctaviaResource>(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// `DELETE /loadbalancers/{id}?cascade=true`: listeners, pools, members
+    /// and monitors go with it.
+    fn delete_load_balancer_cascade(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// The current API version (`GET /`, last `id`), e.g. `(2, 27)`.
+    fn api_version(&self) -> impl Future<Output = Result<(u32, u32), OsError>> + Send;
+}
+
+/// The real Octavia client.
+#[derive(Clone, Debug)]
+pub struct Octavia {
+    session: Arc<Session>,
+}
+
+impl Octavia {
+    pub fn new(session: Arc<Session>) -> Self {
+        Self { session }
+    }
+}
+
+fn decode<T: DeserializeOwned>(v: Option<Value>, key: &str, path: &str) -> Result<T, OsError> {
+    let inner = v.and_then(|mut v| v.get_mut(key).map(Value::take));
+    let err = |message: String| OsError::Decode {
+        service: "load-balancer".into(),
+        path: path.to_owned(),
+        message,
+    };
+    let inner = inner.ok_or_else(|| err(format!("no {key:?} in the response")))?;
+    serde_json::from_value(inner).map_err(|e| err(e.to_string()))
+}
+
+impl LoadBalancing for Octavia {
+    async fn list<T: OctaviaResource>(&self, query: &[(&str, String)]) -> Result<Vec<T>, OsError> {
+        let path = format!("/v2/lbaas/{}", T::PLURAL);
+        let v = self
+            .session
+            .request(Method::GET, SERVICE, &path, query, None, &vec![])
+            .await?;
+        decode(v, T::PLURAL, &path)
+    }
+
+    async fn get<T: OctaviaResource>(&self, id: &str) -> Result<T, OsError> {
+        let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
+        let v = self
+            .session
+            .request(Method::GET, SERVICE, &path, &[], None, &vec![])
+            .await?;
+        decode(v, T::SINGULAR, &path)
+    }
+
+    async fn create<T: OctaviaResource>(&self, body: Value) -> Result<T, OsError> {
+        let path = format!("/v2/lbaas/{}", T::PLURAL);
+        let body = json!({ T::SINGULAR: body });
+        let v = self
+            .session
+            .request(Method::POST, SERVICE, &path, &[], Some(&body), &vec![])
+            .await?;
+        decode(v, T::SINGULAR, &path)
+    }
+
+    async fn update<T: OctaviaResource>(&self, id: &str, body: Value) -> Result<T, OsError> {
+        let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
+        let body = json!({ T::SINGULAR: body });
+        let v = self
+            .session
+            .request(Method::PUT, SERVICE, &path, &[], Some(&body), &vec![])
+            .await?;
+        decode(v, T::SINGULAR, &path)
+    }
+
+    async fn delete<T: OctaviaResource>(&self, id: &str) -> Result<(), OsError> {
+        let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
+        self.session
+            .request(Method::DELETE, SERVICE, &path, &[], None, &vec![])
+            .await
+            .map(drop)
+    }
+
+    async fn delete_load_balancer_cascade(&self, id: &str) -> Result<(), OsError> {
+        let path = format!("/v2/lbaas/loadbalancers/{id}");
+        self.session
+            .request(
+                Method::DELETE,
+                SERVICE,
+                &path,
+                &[("cascade", "true".to_owned())],
+                None,
+                &vec![],
+            )
+            .await
+            .map(drop)
+    }
+
+    async fn api_version(&self) -> Result<(u32, u32), OsError> {
+        let v = self
+            .session
+            .request(Method::GET, SERVICE, "/", &[], None, &vec![])
+            .await?;
+        let versions = v
+            .as_ref()
+            .and_then(|v| v.get("versions"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        versions
+            .iter()
+            .filter_map(|v| v.get("id").and_then(Value::as_str))
+            .filter_map(parse_version)
+            .max()
+            .ok_or_else(|| OsError::Decode {
+                service: "load-balancer".into(),
+                path: "/".into(),
+                message: "no API version listed".into(),
+            })
+    }
+}
+
+/// `v2.27` → `(2, 27)`.
+pub fn parse_version(s: &str) -> Option<(u32, u32)> {
+    let (major, minor) = s.trim_start_matches('v').split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_versions_and_states() {
+        assert_eq!(parse_version("v2.27"), Some((2, 27)));
+        assert_eq!(parse_version("2.0"), Some((2, 0)));
+        assert_eq!(parse_version("v2"), None);
+        let lb = LoadBalancer {
+            provisioning_status: "PENDING_UPDATE".into(),
+            ..Default::default()
+        };
+        assert!(lb.is_pending() && !lb.is_active());
+    }
+}

@@ -1,0 +1,404 @@
+//! Neutron (service type `network`, API v2.0): the resources a cluster's
+//! infrastructure is made of, with tags.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::OsError;
+use super::session::Session;
+
+const SERVICE: &[&str] = &["network"];
+
+/// A Neutron collection: `/v2.0/<plural>`, bodies keyed by `<singular>`.
+pub trait NeutronResource: DeserializeOwned + Send + 'static {
+    const SINGULAR: &'static str;
+    const PLURAL: &'static str;
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Network {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default, rename = "router:external")]
+    pub external: bool,
+    #[serde(default)]
+    pub subnets: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct AllocationPool {
+    pub start: String,
+    pub end: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Subnet {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub network_id: String,
+    #[serde(default)]
+    pub cidr: String,
+    #[serde(default)]
+    pub ip_version: u8,
+    #[serde(default)]
+    pub dns_nameservers: Vec<String>,
+    #[serde(default)]
+    pub allocation_pools: Vec<AllocationPool>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct FixedIp {
+    #[serde(default)]
+    pub subnet_id: String,
+    #[serde(default)]
+    pub ip_address: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct GatewayInfo {
+    #[serde(default)]
+    pub network_id: String,
+    #[serde(default)]
+    pub external_fixed_ips: Vec<FixedIp>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Router {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub external_gateway_info: Option<GatewayInfo>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct AddressPair {
+    pub ip_address: String,
+    #[serde(default)]
+    pub mac_address: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Port {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub network_id: String,
+    #[serde(default)]
+    pub device_id: String,
+    #[serde(default)]
+    pub device_owner: String,
+    #[serde(default)]
+    pub fixed_ips: Vec<FixedIp>,
+    #[serde(default)]
+    pub allowed_address_pairs: Vec<AddressPair>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct SecurityGroupRule {
+    pub id: String,
+    #[serde(default)]
+    pub security_group_id: String,
+    pub direction: String,
+    #[serde(default)]
+    pub ethertype: String,
+    #[serde(default)]
+    pub protocol: Option<String>,
+    #[serde(default)]
+    pub port_range_min: Option<i64>,
+    #[serde(default)]
+    pub port_range_max: Option<i64>,
+    #[serde(default)]
+    pub remote_group_id: Option<String>,
+    #[serde(default)]
+    pub remote_ip_prefix: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct SecurityGroup {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub security_group_rules: Vec<SecurityGroupRule>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct FloatingIp {
+    pub id: String,
+    #[serde(default)]
+    pub floating_ip_address: String,
+    #[serde(default)]
+    pub floating_network_id: String,
+    #[serde(default)]
+    pub port_id: Option<String>,
+    #[serde(default)]
+    pub fixed_ip_address: Option<String>,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+macro_rules! resource {
+    ($t:ty, $s:literal, $p:literal) => {
+        impl NeutronResource for $t {
+            const SINGULAR: &'static str = $s;
+            const PLURAL: &'static str = $p;
+        }
+    };
+}
+resource!(Network, "network", "networks");
+resource!(Subnet, "subnet", "subnets");
+resource!(Router, "router", "routers");
+resource!(Port, "port", "ports");
+resource!(SecurityGroup, "security_group", "security-groups");
+resource!(
+    SecurityGroupRule,
+    "security_group_rule",
+    "security-group-rules"
+);
+resource!(FloatingIp, "floatingip", "floatingips");
+
+/// Query parameters for list calls, e.g. `[("name", n)]`.
+pub type Query<'a> = [(&'a str, String)];
+
+/// Neutron, one method per HTTP verb over the typed collections plus the
+/// calls that are not plain CRUD.
+pub trait Networking: Send + Sync {
+    fn list<T: NeutronResource>(
+        &self,
+        query: &Query<'_>,
+    ) -> impl Future<Output = Result<Vec<T>, OsError>> + Send;
+    fn get<T: NeutronResource>(&self, id: &str) -> impl Future<Output = Result<T, OsError>> + Send;
+    /// `body` is the object without its `{singular: ...}` envelope.
+    fn create<T: NeutronResource>(
+        &self,
+        body: Value,
+    ) -> impl Future<Output = Result<T, OsError>> + Send;
+    fn update<T: NeutronResource>(
+        &self,
+        id: &str,
+        body: Value,
+    ) -> impl Future<Output = Result<T, OsError>> + Send;
+    fn delete<T: NeutronResource>(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// `PUT /v2.0/<plural>/<id>/tags/<tag>`: adds one tag, idempotent.
+    fn add_tag<T: NeutronResource>(
+        &self,
+        id: &str,
+        tag: &str,
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
+    fn add_router_interface(
+        &self,
+        router_id: &str,
+        subnet_id: &str,
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
+    fn remove_router_interface(
+        &self,
+        router_id: &str,
+        subnet_id: &str,
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
+
+    /// Lets a port answer for `ip` too (a VIP held by keepalived or Cilium
+    /// L2 announcements); no write when the pair is already there.
+    fn allow_address(
+        &self,
+        port_id: &str,
+        ip: &str,
+    ) -> impl Future<Output = Result<Port, OsError>> + Send
+    where
+        Self: Sized,
+    {
+        async move {
+            let port: Port = self.get(port_id).await?;
+            if port
+                .allowed_address_pairs
+                .iter()
+                .any(|p| p.ip_address == ip)
+            {
+                return Ok(port);
+            }
+            let mut pairs: Vec<Value> = port
+                .allowed_address_pairs
+                .iter()
+                .map(|p| match &p.mac_address {
+                    Some(mac) => json!({"ip_address": p.ip_address, "mac_address": mac}),
+                    None => json!({"ip_address": p.ip_address}),
+                })
+                .collect();
+            pairs.push(json!({ "ip_address": ip }));
+            self.update(port_id, json!({ "allowed_address_pairs": pairs }))
+                .await
+        }
+    }
+}
+
+/// The real Neutron client.
+#[derive(Clone, Debug)]
+pub struct Neutron {
+    session: Arc<Session>,
+}
+
+impl Neutron {
+    pub fn new(session: Arc<Session>) -> Self {
+        Self { session }
+    }
+}
+
+fn decode<T: DeserializeOwned>(v: Option<Value>, key: &str, path: &str) -> Result<T, OsError> {
+    let inner = v.and_then(|mut v| v.get_mut(key).map(Value::take));
+    let err = |message: String| OsError::Decode {
+        service: "network".into(),
+        path: path.to_owned(),
+        message,
+    };
+    let inner = inner.ok_or_else(|| err(format!("no {key:?} in the response")))?;
+    serde_json::from_value(inner).map_err(|e| err(e.to_string()))
+}
+
+impl Networking for Neutron {
+    async fn list<T: NeutronResource>(&self, query: &Query<'_>) -> Result<Vec<T>, OsError> {
+        let path = format!("/v2.0/{}", T::PLURAL);
+        let v = self
+            .session
+            .request(Method::GET, SERVICE, &path, query, None, &vec![])
+            .await?;
+        decode(v, &T::PLURAL.replace('-', "_"), &path)
+    }
+
+    async fn get<T: NeutronResource>(&self, id: &str) -> Result<T, OsError> {
+        let path = format!("/v2.0/{}/{id}", T::PLURAL);
+        let v = self
+            .session
+            .request(Method::GET, SERVICE, &path, &[], None, &vec![])
+            .await?;
+        decode(v, T::SINGULAR, &path)
+    }
+
+    async fn create<T: NeutronResource>(&self, body: Value) -> Result<T, OsError> {
+        let path = format!("/v2.0/{}", T::PLURAL);
+        let body = json!({ T::SINGULAR: body });
+        let v = self
+            .session
+            .request(Method::POST, SERVICE, &path, &[], Some(&body), &vec![])
+            .await?;
+        decode(v, T::SINGULAR, &path)
+    }
+
+    async fn update<T: NeutronResource>(&self, id: &str, body: Value) -> Result<T, OsError> {
+        let path = format!("/v2.0/{}/{id}", T::PLURAL);
+        let body = json!({ T::SINGULAR: body });
+        let v = self
+            .session
+            .request(Method::PUT, SERVICE, &path, &[], Some(&body), &vec![])
+            .await?;
+        decode(v, T::SINGULAR, &path)
+    }
+
+    async fn delete<T: NeutronResource>(&self, id: &str) -> Result<(), OsError> {
+        let path = format!("/v2.0/{}/{id}", T::PLURAL);
+        self.session
+            .request(Method::DELETE, SERVICE, &path, &[], None, &vec![])
+            .await
+            .map(drop)
+    }
+
+    async fn add_tag<T: NeutronResource>(&self, id: &str, tag: &str) -> Result<(), OsError> {
+        let path = format!("/v2.0/{}/{id}/tags/{}", T::PLURAL, encode_segment(tag));
+        self.session
+            .request(Method::PUT, SERVICE, &path, &[], None, &vec![])
+            .await
+            .map(drop)
+    }
+
+    async fn add_router_interface(&self, router_id: &str, subnet_id: &str) -> Result<(), OsError> {
+        let path = format!("/v2.0/routers/{router_id}/add_router_interface");
+        let body = json!({ "subnet_id": subnet_id });
+        self.session
+            .request(Method::PUT, SERVICE, &path, &[], Some(&body), &vec![])
+            .await
+            .map(drop)
+    }
+
+    async fn remove_router_interface(
+        &self,
+        router_id: &str,
+        subnet_id: &str,
+    ) -> Result<(), OsError> {
+        let path = format!("/v2.0/routers/{router_id}/remove_router_interface");
+        let body = json!({ "subnet_id": subnet_id });
+        self.session
+            .request(Method::PUT, SERVICE, &path, &[], Some(&body), &vec![])
+            .await
+            .map(drop)
+    }
+}
+
+/// Percent-encodes a path segment (tags may hold `/`, `:`, spaces...).
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_neutron_bodies() {
+        let v = json!({"security_groups": [{
+            "id": "sg1", "name": "n", "tags": ["a"],
+            "security_group_rules": [{"id": "r1", "direction": "egress", "ethertype": "IPv4",
+                "protocol": null, "port_range_min": null, "port_range_max": null,
+                "remote_group_id": null, "remote_ip_prefix": null}]
+        }]});
+        let sgs: Vec<SecurityGroup> = decode(Some(v), "security_groups", "/p").unwrap();
+        assert_eq!(sgs[0].security_group_rules[0].direction, "egress");
+        let n: Network = decode(
+            Some(json!({"network": {"id": "x", "router:external": true}})),
+            "network",
+            "/p",
+        )
+        .unwrap();
+        assert!(n.external);
+        assert!(decode::<Network>(Some(json!({})), "network", "/p").is_err());
+    }
+
+    #[test]
+    fn encodes_tag_segments() {
+        assert_eq!(encode_segment("a-b_c.d"), "a-b_c.d");
+        assert_eq!(encode_segment("k8s/ns c"), "k8s%2Fns%20c");
+    }
+}

@@ -1,0 +1,765 @@
+//! The OpenStackCluster cloud half against the loopback test cloud, as the
+//! non-admin `member` user: create a cluster's infrastructure, check every
+//! resource through the APIs, change the spec, delete, and check nothing
+//! tagged is left; a status write that fails after each create, and a proxy
+//! that injects 409/429/502/503 into Neutron and Octavia traffic, must not
+//! cause duplicates. Skipped unless cloud tests are enabled (see
+//! tests/support/cloud.rs).
+//!
+//! Request counts per phase are printed as `BENCH` lines:
+//! `STACKHOOK_CLOUD_TESTS=1 cargo test --test cloud_cluster -- --nocapture --test-threads=1`
+
+#[path = "support/cloud.rs"]
+mod cloud;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use stackhook::infra::api::cluster::{
+    ApiServerLoadBalancer, ManagedSecurityGroups, RuleDirection, SecurityGroupRuleSpec, SubnetSpec,
+};
+use stackhook::infra::api::extensions::{
+    ClusterSpecExtensions, IngressVipSpec, LoadBalancersSpec, NetworkingSpec,
+};
+use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
+use stackhook::infra::api::types::{is_condition_true, ApiEndpoint, OpenStackIdentityReference};
+use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus};
+use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
+use stackhook::infra::seam::{
+    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
+};
+use stackhook::openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook::openstack::networking::{self as net, Networking};
+use stackhook::openstack::{CallCounts, Clients, CloudConfig};
+
+const NAMESPACE: &str = "sh-test";
+
+/// Status writes kept in memory; optionally fails the first write of
+/// every pass, as a crash between a create and its status write would.
+#[derive(Default)]
+struct MemSink {
+    saved: Mutex<Option<OpenStackClusterStatus>>,
+    writes: AtomicUsize,
+    fail_first: bool,
+}
+
+impl StatusSink for MemSink {
+    async fn save(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.fail_first && n == 0 {
+            return Err(SinkError("simulated crash before the status write".into()));
+        }
+        *self.saved.lock().unwrap() = Some(status.clone());
+        Ok(())
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn identity(clouds_yaml: Vec<u8>, name: &str) -> IdentitySecret {
+    IdentitySecret {
+        namespace: NAMESPACE.into(),
+        name: name.into(),
+        resource_version: "1".into(),
+        clouds_yaml,
+        cacert: None,
+        cloud_name: cloud::MEMBER.into(),
+        region: None,
+    }
+}
+
+fn spec(cidr: &str) -> OpenStackClusterSpec {
+    OpenStackClusterSpec {
+        managed_subnets: vec![SubnetSpec {
+            cidr: cidr.into(),
+            dns_nameservers: vec!["192.0.2.53".into()],
+            allocation_pools: vec![],
+        }],
+        managed_security_groups: Some(ManagedSecurityGroups::default()),
+        api_server_load_balancer: Some(ApiServerLoadBalancer::default()),
+        tags: vec!["stackhook-test".into()],
+        identity_ref: OpenStackIdentityReference {
+            name: "cloud-creds".into(),
+            cloud_name: cloud::MEMBER.into(),
+            ..Default::default()
+        },
+        extensions: Some(ClusterSpecExtensions {
+            networking: Some(NetworkingSpec {
+                kube_network_plugin: Some("cilium".into()),
+            }),
+            load_balancers: Some(LoadBalancersSpec {
+                ingress: Some(IngressVipSpec {
+                    enabled: Some(true),
+                }),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn cluster(name: &str, spec: OpenStackClusterSpec) -> OpenStackCluster {
+    let mut c = OpenStackCluster::new(name, spec);
+    c.metadata.namespace = Some(NAMESPACE.into());
+    c
+}
+
+fn scope(name: &str) -> ClusterScope {
+    ClusterScope {
+        namespace: NAMESPACE.into(),
+        cluster_name: name.into(),
+        machines_remaining: 0,
+    }
+}
+
+fn platform() -> PlatformConfig {
+    PlatformConfig {
+        ntp_server: Some("ntp.example.test".into()),
+        management_vip: Some("192.0.2.10".into()),
+    }
+}
+
+fn counts(infra: &OpenStackClusterInfra, id: &IdentitySecret) -> CallCounts {
+    infra.clients_for(id).unwrap().session.stats().snapshot()
+}
+
+/// Runs passes until one reports convergence; returns the pass count.
+async fn converge(
+    infra: &OpenStackClusterInfra,
+    scope: &ClusterScope,
+    osc: &mut OpenStackCluster,
+    id: &IdentitySecret,
+    max_passes: usize,
+) -> usize {
+    for pass in 1..=max_passes {
+        let sink = MemSink::default();
+        match infra.reconcile(scope, osc, id, &sink).await {
+            Ok(outcome) => {
+                osc.status = Some(outcome.status);
+                if let Some((host, port)) = outcome.control_plane_endpoint {
+                    osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
+                }
+                match outcome.requeue_after {
+                    None => return pass,
+                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
+                }
+            }
+            Err(InfraError::Transient {
+                reason, message, ..
+            }) => {
+                eprintln!("pass {pass}: transient {reason}: {message}");
+                if let Some(s) = sink.saved.lock().unwrap().take() {
+                    osc.status = Some(s);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("pass {pass}: {e}"),
+        }
+    }
+    panic!("not converged after {max_passes} passes");
+}
+
+async fn delete(
+    infra: &OpenStackClusterInfra,
+    scope: &ClusterScope,
+    osc: &OpenStackCluster,
+    id: &IdentitySecret,
+) -> usize {
+    for pass in 1..=80 {
+        let sink = MemSink::default();
+        match infra.delete(scope, osc, id, &sink).await {
+            Ok(DeleteProgress::Done) => return pass,
+            Ok(DeleteProgress::Requeue { after, .. }) => {
+                tokio::time::sleep(after.min(Duration::from_secs(1))).await
+            }
+            Err(InfraError::Transient {
+                reason, message, ..
+            }) => {
+                eprintln!("delete pass {pass}: transient {reason}: {message}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("delete pass {pass}: {e}"),
+        }
+    }
+    panic!("deletion did not finish");
+}
+
+/// An independent client for checks (own session, own counters).
+fn checker(clouds_yaml: &[u8]) -> Clients {
+    let config = CloudConfig::from_clouds_yaml(clouds_yaml, cloud::MEMBER, None).unwrap();
+    Clients::new(config, None).unwrap()
+}
+
+/// Resources of the cluster by kind: tagged with its owner tag, plus load
+/// balancers and FIPs found by name/description.
+async fn inventory(c: &Clients, names: &ClusterNames) -> BTreeMap<&'static str, usize> {
+    let tag = [("tags", owner_tag(names))];
+    let n = &c.network;
+    let mut m = BTreeMap::new();
+    m.insert(
+        "networks",
+        n.list::<net::Network>(&tag).await.unwrap().len(),
+    );
+    m.insert("subnets", n.list::<net::Subnet>(&tag).await.unwrap().len());
+    m.insert("routers", n.list::<net::Router>(&tag).await.unwrap().len());
+    m.insert("ports", n.list::<net::Port>(&tag).await.unwrap().len());
+    m.insert(
+        "security_groups",
+        n.list::<net::SecurityGroup>(&tag).await.unwrap().len(),
+    );
+    let fips = n
+        .list::<net::FloatingIp>(&[("description", format!("{} kubeapi", names.description()))])
+        .await
+        .unwrap();
+    m.insert("floating_ips", fips.len());
+    let lbs: Vec<lb::LoadBalancer> = c
+        .load_balancer
+        .list(&[("name", names.load_balancer_name())])
+        .await
+        .unwrap();
+    m.insert("load_balancers", lbs.len());
+    // Named resources too, in case a tag never got added.
+    let named: Vec<net::Network> = n.list(&[("name", names.network_name())]).await.unwrap();
+    m.insert("networks_by_name", named.len());
+    let sgs: Vec<net::SecurityGroup> = n
+        .list(&[
+            (
+                "name",
+                names.security_group_name(SecurityGroupRole::ControlPlane),
+            ),
+            ("name", names.security_group_name(SecurityGroupRole::Worker)),
+        ])
+        .await
+        .unwrap();
+    m.insert("security_groups_by_name", sgs.len());
+    m
+}
+
+fn expect_one_each(inv: &BTreeMap<&'static str, usize>) {
+    let expected: BTreeMap<&str, usize> = [
+        ("networks", 1),
+        ("subnets", 1),
+        ("routers", 1),
+        // the ingress VIP port
+        ("ports", 1),
+        ("security_groups", 2),
+        ("floating_ips", 1),
+        ("load_balancers", 1),
+        ("networks_by_name", 1),
+        ("security_groups_by_name", 2),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        inv.iter()
+            .map(|(k, v)| (*k, *v))
+            .collect::<BTreeMap<_, _>>(),
+        expected
+    );
+}
+
+fn expect_none(inv: &BTreeMap<&'static str, usize>) {
+    assert!(inv.values().all(|v| *v == 0), "left behind: {inv:?}");
+}
+
+fn bench(phase: &str, passes: usize, c: CallCounts) {
+    println!(
+        "BENCH {phase}: passes={passes} reads={} writes={} auths={} retries={}",
+        c.reads, c.writes, c.auths, c.retries
+    );
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn creates_checks_updates_and_deletes_a_cluster() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let name = unique("cc");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(yaml.clone(), "cloud-creds");
+        let infra = OpenStackClusterInfra::new(platform());
+        let check = checker(&yaml);
+        let scope = scope(&name);
+        expect_none(&inventory(&check, &names).await);
+
+        // Create.
+        let mut osc = cluster(&name, spec("10.77.0.0/24"));
+        let before = counts(&infra, &id);
+        let passes = converge(&infra, &scope, &mut osc, &id, 60).await;
+        bench("create", passes, counts(&infra, &id) - before);
+        expect_one_each(&inventory(&check, &names).await);
+
+        let status = osc.status.clone().unwrap();
+        assert!(status.ready);
+        for c in [
+            "Ready",
+            "NetworkReady",
+            "SecurityGroupsReady",
+            "APIEndpointReady",
+        ] {
+            assert!(
+                is_condition_true(&status.conditions, c),
+                "{c}: {:?}",
+                status.conditions
+            );
+        }
+        let n = &check.network;
+        // Network, subnet, router and its interface.
+        let network_status = status.network.clone().unwrap();
+        let network: net::Network = n.get(&network_status.network.id).await.unwrap();
+        assert_eq!(network.name, names.network_name());
+        assert!(network.tags.contains(&"stackhook-test".to_owned()));
+        let subnet: net::Subnet = n.get(&network_status.subnets[0].id).await.unwrap();
+        assert_eq!(subnet.cidr, "10.77.0.0/24");
+        assert_eq!(subnet.network_id, network.id);
+        assert_eq!(subnet.dns_nameservers, ["192.0.2.53"]);
+        let public: Vec<net::Network> = n
+            .list(&[("router:external", "true".to_owned())])
+            .await
+            .unwrap();
+        assert_eq!(status.external_network.as_ref().unwrap().id, public[0].id);
+        let router: net::Router = n.get(&status.router.as_ref().unwrap().id).await.unwrap();
+        assert_eq!(
+            router.external_gateway_info.unwrap().network_id,
+            public[0].id
+        );
+        let router_ports: Vec<net::Port> = n
+            .list(&[
+                ("device_id", router.id.clone()),
+                ("network_id", network.id.clone()),
+            ])
+            .await
+            .unwrap();
+        assert!(router_ports
+            .iter()
+            .any(|p| p.fixed_ips.iter().any(|f| f.subnet_id == subnet.id)));
+
+        // Security groups and their rules.
+        let cp_id = status.control_plane_security_group.clone().unwrap().id;
+        let wk_id = status.worker_security_group.clone().unwrap().id;
+        let cp: net::SecurityGroup = n.get(&cp_id).await.unwrap();
+        let wk: net::SecurityGroup = n.get(&wk_id).await.unwrap();
+        let has = |g: &net::SecurityGroup, proto: &str, port: i64, remote: Option<&str>| {
+            g.security_group_rules.iter().any(|r| {
+                r.direction == "ingress"
+                    && r.protocol.as_deref() == Some(proto)
+                    && r.port_range_min == Some(port)
+                    && r.remote_group_id.as_deref() == remote
+            })
+        };
+        assert!(has(&cp, "tcp", 6443, None));
+        assert!(has(&cp, "tcp", 2379, Some(&cp_id)));
+        assert!(has(&cp, "tcp", 10250, Some(&wk_id)));
+        assert!(has(&wk, "tcp", 10250, Some(&cp_id)));
+        assert!(has(&wk, "udp", 30000, Some(&cp_id)));
+        assert!(has(&wk, "udp", 8472, Some(&cp_id)), "Cilium VXLAN");
+        assert!(has(&cp, "tcp", 4240, Some(&wk_id)), "Cilium health");
+
+        // Load balancer, listener, pool, monitor, floating IP.
+        let lb_status = status.api_server_load_balancer.clone().unwrap();
+        let balancer: lb::LoadBalancer = check.load_balancer.get(&lb_status.id).await.unwrap();
+        assert_eq!(balancer.provisioning_status, "ACTIVE");
+        assert_eq!(balancer.vip_subnet_id, subnet.id);
+        let listeners: Vec<lb::Listener> = check
+            .load_balancer
+            .list(&[("loadbalancer_id", balancer.id.clone())])
+            .await
+            .unwrap();
+        assert_eq!(listeners.len(), 1);
+        assert_eq!(listeners[0].protocol_port, 6443);
+        assert_eq!(listeners[0].name, names.load_balancer_port_name(6443));
+        let pools: Vec<lb::Pool> = check
+            .load_balancer
+            .list(&[("loadbalancer_id", balancer.id.clone())])
+            .await
+            .unwrap();
+        let monitor: lb::HealthMonitor = check
+            .load_balancer
+            .get(pools[0].healthmonitor_id.as_deref().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                monitor.delay,
+                monitor.timeout,
+                monitor.max_retries,
+                monitor.max_retries_down
+            ),
+            (10, 5, 5, 3)
+        );
+        let fips: Vec<net::FloatingIp> = n
+            .list(&[("floating_ip_address", lb_status.ip.clone())])
+            .await
+            .unwrap();
+        assert_eq!(fips.len(), 1);
+        assert_eq!(fips[0].floating_network_id, public[0].id);
+        let endpoint = osc.spec.control_plane_endpoint.clone().unwrap();
+        assert_eq!(
+            (endpoint.host.as_str(), endpoint.port),
+            (lb_status.ip.as_str(), 6443)
+        );
+        assert_eq!(lb_status.internal_ip, balancer.vip_address);
+
+        // Failure domains.
+        let fd: Vec<&String> = status.failure_domains.keys().collect();
+        assert_eq!(fd, ["az1", "az2"]);
+        assert!(status
+            .failure_domains
+            .values()
+            .all(|f| f.control_plane == Some(true)));
+
+        // Extensions.
+        let token = check.session.token().await.unwrap();
+        let project = token.project.clone().unwrap();
+        let ext = status.extensions.clone().unwrap();
+        let cilium = ext.networking.unwrap().cilium.unwrap();
+        assert_eq!(cilium.project_id.as_deref(), Some(project.id.as_str()));
+        assert_eq!(
+            cilium.default_subnet_id.as_deref(),
+            Some(subnet.id.as_str())
+        );
+        assert_eq!(cilium.security_group_ids, [cp_id.clone(), wk_id.clone()]);
+        let lbs = ext.load_balancers.unwrap();
+        assert_eq!(
+            lbs.control_plane.unwrap().vip.as_deref(),
+            Some(balancer.vip_address.as_str())
+        );
+        let ingress_vip = lbs.ingress.unwrap().vip.unwrap();
+        assert!(ingress_vip.starts_with("10.77.0."), "{ingress_vip}");
+        let vip_ports: Vec<net::Port> = n
+            .list(&[("name", names.ingress_vip_port_name())])
+            .await
+            .unwrap();
+        assert_eq!(vip_ports[0].fixed_ips[0].ip_address, ingress_vip);
+        let os = ext.open_stack.unwrap();
+        assert_eq!(os.keystone.as_deref(), Some("http://127.0.0.1:17000/v3"));
+        assert_eq!(os.nova.as_deref(), Some("http://127.0.0.1:17001/v2.1"));
+        assert_eq!(os.neutron.as_deref(), Some("http://127.0.0.1:17004"));
+        assert!(os
+            .cinder
+            .as_deref()
+            .unwrap()
+            .starts_with("http://127.0.0.1:17006/v3/"));
+        assert_eq!(os.project.as_deref(), Some("stackhook"));
+        assert_eq!(project.name, "stackhook");
+        assert_eq!(os.project_domain.as_deref(), Some("Default"));
+        assert_eq!(os.region.as_deref(), Some("RegionOne"));
+        assert_eq!(os.mgmt.as_deref(), Some(lb_status.ip.as_str()));
+        let platform = ext.platform.unwrap();
+        assert_eq!(
+            platform.ntp.unwrap().server.as_deref(),
+            Some("ntp.example.test")
+        );
+        assert_eq!(
+            platform.management.unwrap().vip.as_deref(),
+            Some("192.0.2.10")
+        );
+
+        // Steady state: nothing to write.
+        let before = counts(&infra, &id);
+        let passes = converge(&infra, &scope, &mut osc, &id, 1).await;
+        let steady = counts(&infra, &id) - before;
+        bench("steady", passes, steady);
+        assert_eq!(steady.writes, 0, "an unchanged cluster made writes");
+        assert!(steady.reads <= 15, "{steady:?}");
+        assert_eq!(steady.auths, 0);
+
+        // Spec change: allowed CIDRs on the listener and one more rule.
+        let managed = osc
+            .spec
+            .managed_security_groups
+            .get_or_insert_with(Default::default);
+        managed
+            .all_nodes_security_group_rules
+            .push(SecurityGroupRuleSpec {
+                name: "node-exporter".into(),
+                direction: RuleDirection::Ingress,
+                protocol: Some("tcp".into()),
+                port_range_min: Some(9100),
+                port_range_max: Some(9100),
+                remote_ip_prefix: Some("10.0.0.0/8".into()),
+                ..Default::default()
+            });
+        osc.spec
+            .api_server_load_balancer
+            .as_mut()
+            .unwrap()
+            .allowed_cidrs = vec!["192.0.2.0/24".into()];
+        let before = counts(&infra, &id);
+        let passes = converge(&infra, &scope, &mut osc, &id, 30).await;
+        bench("spec-change", passes, counts(&infra, &id) - before);
+        for gid in [&cp_id, &wk_id] {
+            let g: net::SecurityGroup = n.get(gid).await.unwrap();
+            assert!(g
+                .security_group_rules
+                .iter()
+                .any(|r| r.port_range_min == Some(9100)
+                    && r.remote_ip_prefix.as_deref() == Some("10.0.0.0/8")));
+        }
+        let listener: lb::Listener = check.load_balancer.get(&listeners[0].id).await.unwrap();
+        let mut allowed = listener.allowed_cidrs.unwrap_or_default();
+        allowed.sort();
+        assert!(allowed.contains(&"192.0.2.0/24".to_owned()), "{allowed:?}");
+        assert!(allowed.contains(&"10.77.0.0/24".to_owned()), "{allowed:?}");
+        expect_one_each(&inventory(&check, &names).await);
+        let before = counts(&infra, &id);
+        converge(&infra, &scope, &mut osc, &id, 1).await;
+        assert_eq!((counts(&infra, &id) - before).writes, 0);
+
+        // A node port may carry the ingress VIP; deletion must still clean up
+        // ports named after the cluster.
+        let node_port: net::Port = n
+            .create(serde_json::json!({"name": format!("{name}-node-0"), "network_id": network.id}))
+            .await
+            .unwrap();
+        let with_vip = n.allow_address(&node_port.id, &ingress_vip).await.unwrap();
+        assert_eq!(with_vip.allowed_address_pairs.len(), 1);
+        assert_eq!(with_vip.allowed_address_pairs[0].ip_address, ingress_vip);
+        let again = n.allow_address(&node_port.id, &ingress_vip).await.unwrap();
+        assert_eq!(again.allowed_address_pairs.len(), 1);
+
+        // Delete.
+        let before = counts(&infra, &id);
+        let passes = delete(&infra, &scope, &osc, &id).await;
+        bench("delete", passes, counts(&infra, &id) - before);
+        expect_none(&inventory(&check, &names).await);
+        assert!(n
+            .get::<net::Port>(&node_port.id)
+            .await
+            .unwrap_err()
+            .is_not_found());
+    });
+}
+
+#[test]
+fn a_crash_after_every_create_leaves_no_duplicates() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let name = unique("crash");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(yaml.clone(), "cloud-creds");
+        let infra = OpenStackClusterInfra::new(platform());
+        let check = checker(&yaml);
+        let scope = scope(&name);
+        let mut osc = cluster(&name, spec("10.78.0.0/24"));
+        // The status never gets written: every pass starts from nothing and
+        // dies at its first status write, i.e. right after its first create.
+        let mut crashes = 0;
+        for _ in 0..40 {
+            let sink = MemSink {
+                fail_first: true,
+                ..Default::default()
+            };
+            match infra.reconcile(&scope, &osc, &id, &sink).await {
+                Err(InfraError::Sink(_)) => crashes += 1,
+                Ok(o) if o.requeue_after.is_none() => break,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                Err(InfraError::Transient { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(300)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(crashes >= 6, "only {crashes} simulated crashes");
+        assert!(osc.status.is_none());
+        converge(&infra, &scope, &mut osc, &id, 30).await;
+        expect_one_each(&inventory(&check, &names).await);
+        delete(&infra, &scope, &osc, &id).await;
+        expect_none(&inventory(&check, &names).await);
+    });
+}
+
+/// Forwards to one upstream; every `every`-th request fails: POSTs are
+/// forwarded first and their answer replaced by 502 (a lost response),
+/// other requests get 409, 503, 429 or 502 without reaching the service.
+struct FaultProxy {
+    upstream: String,
+    every: u64,
+    seen: AtomicU64,
+    injected: AtomicU64,
+    http: reqwest::Client,
+}
+
+async fn proxy_handler(
+    axum::extract::State(p): axum::extract::State<Arc<FaultProxy>>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let n = p.seen.fetch_add(1, Ordering::SeqCst) + 1;
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 16 << 20)
+        .await
+        .unwrap_or_default();
+    let inject = n % p.every == 0;
+    let codes = [409u16, 503, 429, 502];
+    if inject && parts.method != reqwest::Method::POST {
+        p.injected.fetch_add(1, Ordering::SeqCst);
+        let code = codes[(n / p.every) as usize % codes.len()];
+        return (
+            axum::http::StatusCode::from_u16(code).unwrap(),
+            [("retry-after", "0")],
+            format!("{{\"message\": \"injected {code}\"}}"),
+        )
+            .into_response();
+    }
+    let url = format!(
+        "{}{}",
+        p.upstream,
+        parts
+            .uri
+            .path_and_query()
+            .map(|x| x.as_str())
+            .unwrap_or("/")
+    );
+    let mut fwd = p.http.request(parts.method.clone(), url).body(body);
+    for (k, v) in parts.headers.iter() {
+        if k != "host" && k != "content-length" {
+            fwd = fwd.header(k, v);
+        }
+    }
+    let resp = match fwd.send().await {
+        Ok(r) => r,
+        Err(e) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    };
+    if inject {
+        p.injected.fetch_add(1, Ordering::SeqCst);
+        return (axum::http::StatusCode::BAD_GATEWAY, "lost response").into_response();
+    }
+    let status = resp.status();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned();
+    let bytes = resp.bytes().await.unwrap_or_default();
+    (status, [("content-type", ct)], bytes).into_response()
+}
+
+async fn start_proxy(upstream: &str, every: u64) -> (SocketAddr, Arc<FaultProxy>) {
+    let p = Arc::new(FaultProxy {
+        upstream: upstream.into(),
+        every,
+        seen: AtomicU64::new(0),
+        injected: AtomicU64::new(0),
+        http: reqwest::Client::new(),
+    });
+    let app = axum::Router::new()
+        .fallback(proxy_handler)
+        .with_state(p.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (addr, p)
+}
+
+#[test]
+fn injected_faults_are_retried_without_duplicates() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let (net_addr, net_proxy) = start_proxy("http://127.0.0.1:17004", 4).await;
+        let (lb_addr, lb_proxy) = start_proxy("http://127.0.0.1:17005", 3).await;
+        let mut doc: serde_yaml::Value = serde_yaml::from_slice(&yaml).unwrap();
+        let entry = doc["clouds"][cloud::MEMBER].as_mapping_mut().unwrap();
+        entry.insert(
+            "network_endpoint_override".into(),
+            format!("http://{net_addr}").into(),
+        );
+        entry.insert(
+            "load_balancer_endpoint_override".into(),
+            format!("http://{lb_addr}").into(),
+        );
+        let faulty = serde_yaml::to_string(&doc).unwrap().into_bytes();
+
+        let name = unique("fault");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(faulty, "cloud-creds-proxied");
+        let infra = OpenStackClusterInfra::new(platform());
+        let check = checker(&yaml);
+        let scope = scope(&name);
+        let mut osc = cluster(&name, spec("10.79.0.0/24"));
+        let before = counts(&infra, &id);
+        let passes = converge(&infra, &scope, &mut osc, &id, 100).await;
+        bench("create-with-faults", passes, counts(&infra, &id) - before);
+        let injected =
+            net_proxy.injected.load(Ordering::SeqCst) + lb_proxy.injected.load(Ordering::SeqCst);
+        assert!(
+            net_proxy.injected.load(Ordering::SeqCst) >= 5,
+            "too few Neutron faults"
+        );
+        assert!(
+            lb_proxy.injected.load(Ordering::SeqCst) >= 2,
+            "too few Octavia faults"
+        );
+        println!("injected faults: {injected}");
+        assert!(osc.status.as_ref().unwrap().ready);
+        expect_one_each(&inventory(&check, &names).await);
+        delete(&infra, &scope, &osc, &id).await;
+        expect_none(&inventory(&check, &names).await);
+    });
+}
+
+#[test]
+fn both_auth_types_reach_the_same_project_and_catalog() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let mut projects = Vec::new();
+        for entry in [cloud::MEMBER, cloud::MEMBER_APPCRED] {
+            let config = CloudConfig::from_clouds_yaml(&yaml, entry, None).unwrap();
+            let clients = Clients::new(config, None).unwrap();
+            let token = clients.session.token().await.unwrap();
+            projects.push(token.project.clone().unwrap());
+            let networks = clients.session.endpoint(&["network"]).await.unwrap();
+            assert_eq!(networks, "http://127.0.0.1:17004");
+            // A second call reuses the token.
+            clients.session.token().await.unwrap();
+            assert_eq!(clients.session.stats().snapshot().auths, 1);
+        }
+        assert_eq!(projects[0], projects[1]);
+        assert_eq!(projects[0].name, "stackhook");
+        // A region the catalog lacks is a clear error, not a wrong endpoint.
+        let config = CloudConfig::from_clouds_yaml(&yaml, cloud::MEMBER, Some("Nowhere")).unwrap();
+        let clients = Clients::new(config, None).unwrap();
+        let err = clients.session.endpoint(&["network"]).await.unwrap_err();
+        assert!(err.to_string().contains("Nowhere"), "{err}");
+        // Wrong credentials are a user error, not a retryable one.
+        let bad = String::from_utf8(yaml.clone())
+            .unwrap()
+            .replace("password: stackhook-cloud", "password: wrong");
+        let config = CloudConfig::from_clouds_yaml(bad.as_bytes(), cloud::MEMBER, None).unwrap();
+        let clients = Clients::new(config, None).unwrap();
+        let err = clients.session.token().await.unwrap_err();
+        assert!(err.is_auth() && !err.is_retryable(), "{err}");
+    });
+}
