@@ -184,6 +184,9 @@ impl<'a, S: StatusSink> Pass<'a, S> {
             return Err(e);
         }
         self.set(cond::NETWORK_READY, true, "", "");
+        if self.status.router.is_some() {
+            self.set(cond::ROUTER_READY, true, "", "");
+        }
 
         if self.spec.managed_security_groups.is_some() {
             if let Err(e) = self.reconcile_security_groups().await {
