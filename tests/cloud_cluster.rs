@@ -763,3 +763,90 @@ fn both_auth_types_reach_the_same_project_and_catalog() {
         assert!(err.is_auth() && !err.is_retryable(), "{err}");
     });
 }
+
+#[test]
+fn existing_network_with_a_fixed_ip_and_a_floating_ip_without_load_balancer() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let check = checker(&yaml);
+        let n = &check.network;
+        let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let id = identity(yaml.clone(), "cloud-creds");
+
+        // 1. The user's network, found by filter; the endpoint is a fixed IP.
+        let name = unique("byo");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let user_net: net::Network = n
+            .create(serde_json::json!({"name": format!("user-net-{name}")}))
+            .await
+            .unwrap();
+        let user_subnet: net::Subnet = n
+            .create(serde_json::json!({"network_id": user_net.id, "ip_version": 4, "cidr": "10.80.0.0/24"}))
+            .await
+            .unwrap();
+        let mut s = spec("unused");
+        s.managed_subnets.clear();
+        s.api_server_load_balancer = None;
+        s.disable_api_server_floating_ip = Some(true);
+        s.api_server_fixed_ip = Some("10.80.0.5".into());
+        s.network = Some(stackhook::infra::api::types::NetworkParam {
+            id: None,
+            filter: Some(stackhook::infra::api::types::NetworkFilter {
+                name: Some(user_net.name.clone()),
+                ..Default::default()
+            }),
+        });
+        let mut osc = cluster(&name, s);
+        let scope_ = scope(&name);
+        converge(&infra, &scope_, &mut osc, &id, 10).await;
+        let status = osc.status.clone().unwrap();
+        assert!(status.ready);
+        assert_eq!(status.network.as_ref().unwrap().network.id, user_net.id);
+        assert_eq!(status.network.as_ref().unwrap().subnets[0].id, user_subnet.id);
+        assert!(status.router.is_none());
+        assert_eq!(
+            osc.spec.control_plane_endpoint,
+            Some(ApiEndpoint { host: "10.80.0.5".into(), port: 6443 })
+        );
+        let ext = status.extensions.unwrap();
+        assert_eq!(
+            ext.load_balancers.as_ref().unwrap().control_plane.as_ref().unwrap().vip.as_deref(),
+            Some("10.80.0.5")
+        );
+        assert!(ext.load_balancers.unwrap().ingress.unwrap().vip.unwrap().starts_with("10.80.0."));
+        delete(&infra, &scope_, &osc, &id).await;
+        expect_none(&inventory(&check, &names).await);
+        // The user's network is theirs: it stays.
+        let still: net::Network = n.get(&user_net.id).await.unwrap();
+        assert_eq!(still.id, user_net.id);
+        n.delete::<net::Network>(&user_net.id).await.unwrap();
+
+        // 2. Managed network, no load balancer: a floating IP alone.
+        let name = unique("fip");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let mut s = spec("10.81.0.0/24");
+        s.api_server_load_balancer = None;
+        let mut osc = cluster(&name, s);
+        let scope_ = scope(&name);
+        converge(&infra, &scope_, &mut osc, &id, 10).await;
+        let status = osc.status.clone().unwrap();
+        assert!(status.ready && status.api_server_load_balancer.is_none());
+        let host = osc.spec.control_plane_endpoint.clone().unwrap().host;
+        let fips: Vec<net::FloatingIp> = n
+            .list(&[("floating_ip_address", host.clone())])
+            .await
+            .unwrap();
+        assert_eq!(fips.len(), 1);
+        assert!(host.starts_with("203.0.113."), "{host}");
+        // A second pass keeps the same address and writes nothing.
+        let before = counts(&infra, &id);
+        converge(&infra, &scope_, &mut osc, &id, 1).await;
+        assert_eq!((counts(&infra, &id) - before).writes, 0);
+        assert_eq!(osc.spec.control_plane_endpoint.clone().unwrap().host, host);
+        delete(&infra, &scope_, &osc, &id).await;
+        expect_none(&inventory(&check, &names).await);
+    });
+}

@@ -1,5 +1,6 @@
-//! OpenStack infrastructure: the CAPO-compatible API types and, later, the
-//! controllers that reconcile them in-process.
+//! OpenStack infrastructure: the CAPO-compatible API types, the seam between
+//! the Kubernetes and cloud halves of the controllers, and the cloud half of
+//! the OpenStackCluster controller.
 
 pub mod api;
 pub mod cluster;

@@ -86,7 +86,8 @@ struct TokenInner {
 #[derive(Clone, Debug)]
 pub struct Token {
     value: String,
-    expires_at: jiff::Timestamp,
+    /// When to fetch the next token.
+    refresh_at: jiff::Timestamp,
     pub project: Option<TokenProject>,
     pub catalog: Vec<CatalogEntry>,
 }
@@ -208,11 +209,7 @@ impl Session {
     pub async fn token(&self) -> Result<Arc<Token>, OsError> {
         let mut guard = self.token.lock().await;
         if let Some(t) = guard.as_ref() {
-            let margin = jiff::SignedDuration::try_from(REFRESH_MARGIN).unwrap_or_default();
-            if t.expires_at
-                .checked_sub(margin)
-                .is_ok_and(|at| at > jiff::Timestamp::now())
-            {
+            if t.refresh_at > jiff::Timestamp::now() {
                 return Ok(t.clone());
             }
         }
@@ -333,7 +330,7 @@ impl Session {
         tracing::debug!(auth_url = %self.config.auth_url, %expires_at, "new Keystone token");
         Ok(Token {
             value,
-            expires_at,
+            refresh_at: refresh_at(jiff::Timestamp::now(), expires_at),
             project: body.token.project,
             catalog: body.token.catalog,
         })
@@ -493,6 +490,17 @@ fn chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// [`REFRESH_MARGIN`] before expiry, or a quarter of the lifetime for
+/// clouds with tokens shorter than that margin (which would otherwise mean a
+/// new token for every request).
+fn refresh_at(now: jiff::Timestamp, expires: jiff::Timestamp) -> jiff::Timestamp {
+    let lifetime = expires.duration_since(now);
+    let margin = jiff::SignedDuration::try_from(REFRESH_MARGIN)
+        .unwrap_or_default()
+        .min(lifetime / 4);
+    expires.checked_sub(margin).unwrap_or(now)
+}
+
 /// `Retry-After` in seconds (the HTTP-date form is rare from OpenStack).
 fn retry_after(h: &HeaderMap) -> Option<Duration> {
     h.get("retry-after")?
@@ -614,6 +622,15 @@ mod tests {
             json!({"id": "u1", "password": "pw"})
         );
         assert_eq!(b["auth"]["scope"], json!({"project": {"id": "p1"}}));
+    }
+
+    #[test]
+    fn refreshes_before_expiry() {
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let hour: jiff::Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
+        assert_eq!(refresh_at(now, hour).to_string(), "2026-01-01T00:50:00Z");
+        let short: jiff::Timestamp = "2026-01-01T00:04:00Z".parse().unwrap();
+        assert_eq!(refresh_at(now, short).to_string(), "2026-01-01T00:03:00Z");
     }
 
     #[test]

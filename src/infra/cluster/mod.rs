@@ -130,6 +130,8 @@ pub(crate) struct Pass<'a, S: StatusSink> {
     pub tags: Vec<String>,
     /// Set when a step waits for the cloud (Octavia PENDING_*).
     pub requeue: Option<Duration>,
+    /// The status as the pass found it.
+    initial: OpenStackClusterStatus,
 }
 
 impl<'a, S: StatusSink> Pass<'a, S> {
@@ -153,6 +155,7 @@ impl<'a, S: StatusSink> Pass<'a, S> {
             sink,
             tags,
             requeue: None,
+            initial: cluster.status.clone().unwrap_or_default(),
         }
     }
 
@@ -184,6 +187,9 @@ impl<'a, S: StatusSink> Pass<'a, S> {
             return Err(e);
         }
         self.set(cond::NETWORK_READY, true, "", "");
+        if self.status.router.is_some() {
+            self.set(cond::ROUTER_READY, true, "", "");
+        }
 
         if self.spec.managed_security_groups.is_some() {
             if let Err(e) = self.reconcile_security_groups().await {
@@ -254,8 +260,12 @@ impl<'a, S: StatusSink> Pass<'a, S> {
         })
     }
 
-    /// Writes status when a waiting pass changed it.
+    /// Writes status when a waiting pass changed it, so the object shows
+    /// progress while Octavia works (and stays quiet when nothing moved).
     async fn save_if_changed(&self) -> Result<(), InfraError> {
+        if self.status == self.initial {
+            return Ok(());
+        }
         self.save().await
     }
 
