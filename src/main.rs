@@ -104,11 +104,7 @@ fn main() -> anyhow::Result<()> {
             // Fails (non-zero exit, nothing on stdout) rather than printing a
             // schema the apiserver would store in a half-right form.
             let yaml = stackhook::infra::api::try_crds_yaml().context("generating the CRDs")?;
-            let mut out = std::io::stdout().lock();
-            out.write_all(yaml.as_bytes())
-                .and_then(|()| out.flush())
-                .context("writing the CRDs")?;
-            Ok(())
+            write_stdout(&yaml).context("writing the CRDs")
         }
         Command::Render(args) => {
             let (inputs, engine) = render_inputs(&args.inputs)?;
@@ -117,18 +113,17 @@ fn main() -> anyhow::Result<()> {
                 Output::Yaml => stackhook::render::to_yaml(&objects)?,
                 Output::Json => stackhook::render::to_json(&objects)?,
             };
-            print!("{text}");
-            Ok(())
+            write_stdout(&text).context("writing the rendered objects")
         }
         Command::Validate(args) => {
             let (inputs, engine) = render_inputs(&args)?;
             let problems = stackhook::render::validate(&inputs, &engine);
             if problems.is_empty() {
-                println!(
-                    "Cluster {}/{}: valid for ClusterClass {}",
+                return write_stdout(&format!(
+                    "Cluster {}/{}: valid for ClusterClass {}\n",
                     inputs.cluster.namespace, inputs.cluster.name, inputs.class.name
-                );
-                return Ok(());
+                ))
+                .context("writing the result");
             }
             for p in &problems {
                 eprintln!("{p}");
@@ -140,6 +135,16 @@ fn main() -> anyhow::Result<()> {
                 problems.len()
             )
         }
+    }
+}
+
+/// Writes `text` to stdout. `print!` panics when stdout fails (a full disk); a reader
+/// that stopped early (`| head`) is not an error for a printing command.
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 

@@ -41,6 +41,7 @@ enum Behaviour {
     User,
     Transient,
     DeleteDone,
+    Panic,
 }
 
 /// Records what it was called with; converges in one pass, saving the
@@ -68,6 +69,7 @@ impl ClusterInfra for FakeInfra {
             .unwrap()
             .push(("reconcile".into(), scope.clone(), identity.clone()));
         match self.behaviour {
+            Behaviour::Panic => panic!("backend bug"),
             Behaviour::User => {
                 return Err(InfraError::User {
                     reason: "InvalidFlavor".into(),
@@ -515,6 +517,32 @@ async fn missing_identity_secret_is_a_user_error_without_cloud_call() {
     assert!(f.calls.lock().unwrap().is_empty());
     drop(f.ctx);
     f.server.expect_no_more().await;
+}
+
+#[tokio::test]
+async fn panicking_backend_is_a_transient_error_not_a_dead_controller() {
+    let mut f = fixture(Behaviour::Panic);
+    let o = Arc::new(osc(true, true));
+    let task = tokio::spawn(reconcile(o.clone(), f.ctx.clone()));
+    f.server
+        .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
+        .await;
+    f.server.expect("GET", SECRET_PATH, 200, secret()).await;
+    let err = finish(task).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            stackhook::controller::cluster::ReconcileError::Transient { reason, .. } if reason == "InternalError"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        outcome_count(
+            &f.metrics,
+            stackhook::metrics::ReconcileOutcome::transient_error
+        ),
+        1
+    );
 }
 
 #[tokio::test]

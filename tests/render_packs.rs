@@ -161,3 +161,27 @@ fn a_failing_validate_topology_stops_the_render() {
         "{err}"
     );
 }
+
+/// A failing stdout (here a full device) is an error exit with a message, not a panic.
+#[test]
+fn render_to_a_full_stdout_fails_cleanly() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // no /dev/full on this platform
+    };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
+        .arg("render")
+        .arg("--cluster")
+        .arg(root().join("clusterclasses/examples/openstack-cilium-cluster.yaml"))
+        .arg("--clusterclass")
+        .arg(root().join("clusterclasses/openstack-cilium-v1beta1.yaml"))
+        .arg("--templates")
+        .arg(root().join("templates"))
+        .env("RUST_BACKTRACE", "0")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("writing the rendered objects"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerRunConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -125,7 +125,19 @@ pub async fn reconcile<I: ClusterInfra>(
     ctx: Arc<ClusterContext<I>>,
 ) -> Result<Action, ReconcileError> {
     let started = Instant::now();
-    let result = reconcile_inner(&osc, &ctx).await;
+    // A panic would end the whole controller stream; it becomes a retried error instead,
+    // as a panicking hook handler becomes a Failure answer.
+    let result = std::panic::AssertUnwindSafe(reconcile_inner(&osc, &ctx))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            tracing::error!(namespace = ?osc.namespace(), name = %osc.name_any(), "reconcile panicked");
+            Err(ReconcileError::Transient {
+                reason: "InternalError".into(),
+                message: "reconcile panicked".into(),
+                retry_after: None,
+            })
+        });
     let outcome = match &result {
         Ok((_, outcome)) => *outcome,
         Err(_) => ReconcileOutcome::transient_error,

@@ -43,6 +43,8 @@ pub enum LeaseSettingsError {
     DeadlineTooShort(Duration, Duration),
     #[error("retry period must not be zero")]
     ZeroRetry,
+    #[error("lease duration ({0:?}) does not fit the Lease's 32-bit leaseDurationSeconds")]
+    DurationTooLong(Duration),
 }
 
 impl LeaseSettings {
@@ -51,6 +53,10 @@ impl LeaseSettings {
     pub fn validate(&self) -> Result<(), LeaseSettingsError> {
         if self.retry_period.is_zero() {
             return Err(LeaseSettingsError::ZeroRetry);
+        }
+        // The bound also keeps the `Instant` and jitter arithmetic from overflowing.
+        if self.lease_duration.as_secs() > i32::MAX as u64 {
+            return Err(LeaseSettingsError::DurationTooLong(self.lease_duration));
         }
         if self.lease_duration <= self.renew_deadline {
             return Err(LeaseSettingsError::DurationNotAboveDeadline(
@@ -379,6 +385,11 @@ mod tests {
             settings(15, 10, 0).validate(),
             Err(LeaseSettingsError::ZeroRetry)
         );
+        assert!(matches!(
+            settings(u64::MAX, 10, 2).validate(),
+            Err(LeaseSettingsError::DurationTooLong(..))
+        ));
+        assert_eq!(settings(i32::MAX as u64, 10, 2).validate(), Ok(()));
     }
 
     #[test]

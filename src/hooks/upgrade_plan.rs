@@ -55,7 +55,8 @@ pub fn plan(from: &str, to: &str, known: &[String]) -> Result<Vec<UpgradeStep>, 
         known.iter().filter_map(|k| KubeVersion::parse(k)).collect();
     known_versions.sort();
     let mut steps = Vec::new();
-    for minor in from_v.minor + 1..to_v.minor {
+    // Saturating: a request may carry a minor of u64::MAX.
+    for minor in from_v.minor.saturating_add(1)..to_v.minor {
         let best = known_versions
             .iter()
             .rev()
@@ -149,5 +150,13 @@ mod tests {
         );
         assert!(plan("v1.31.0", "v1.30.0", &[]).is_err());
         assert!(plan("1.31", "v1.32.0", &[]).is_err());
+    }
+
+    #[test]
+    fn largest_minor_is_an_answer_not_an_overflow() {
+        let max = u64::MAX;
+        let steps = plan(&format!("v1.{max}.0"), &format!("v1.{max}.1"), &[]).unwrap();
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].version, format!("v1.{max}.1"));
     }
 }

@@ -68,6 +68,7 @@ impl<S: StatusSink> Pass<'_, S> {
         if found.len() <= 1 {
             return Ok(found.into_iter().next());
         }
+        let total = found.len();
         let own = super::owner_tag(&self.names);
         let mut ours: Vec<T> = found
             .into_iter()
@@ -80,7 +81,7 @@ impl<S: StatusSink> Pass<'_, S> {
             "DuplicateResources",
             format!(
                 "{} {kind}s are named {name:?}; remove the extra ones",
-                ours.len().max(2)
+                if ours.is_empty() { total } else { ours.len() }
             ),
         ))
     }
