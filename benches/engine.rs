@@ -16,6 +16,10 @@ use stackhook::sdk::decode::decode;
 use stackhook::sdk::topology::GeneratePatchesRequest;
 use stackhook::sdk::{Hook, ResponseStatus};
 
+/// The server's allocator, so the figures are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn file(rel: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -61,6 +65,28 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
+
+    // A reconcile of an unchanged Cluster: the same request with fresh UIDs, answered
+    // from the cache (the UIDs are swapped on every call so it is never the same body).
+    let cached = PackEngine::embedded()
+        .expect("embedded packs")
+        .with_patch_cache(64);
+    let mut fresh = req.clone();
+    let mut round = 0u64;
+    c.bench_function(
+        "generate-patches-12/openstack-generate-patches/cached, new UIDs",
+        |b| {
+            b.iter(|| {
+                round += 1;
+                for (i, item) in fresh.items.iter_mut().enumerate() {
+                    item.uid = format!("{round:016x}-{i}");
+                }
+                cached.generate_patches("openstack-generate-patches", black_box(&fresh))
+            })
+        },
+    );
+    let (hits, misses) = cached.patch_cache().expect("cache").stats();
+    assert!(hits > 0 && misses == 1, "hits {hits}, misses {misses}");
 
     let inputs = dev_test_inputs();
     let dev =

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// Directory of extension packs to serve instead of the embedded ones.
     #[arg(long, env = "STACKHOOK_EXTENSIONS")]
     pub extensions: Option<PathBuf>,
+    /// GeneratePatches answers kept for requests that differ only in item UIDs (CAPI
+    /// resends the same request on every reconcile); 0 turns the cache off.
+    #[arg(long, env = "STACKHOOK_PATCH_CACHE_ENTRIES", default_value_t = 1024)]
+    pub patch_cache_entries: usize,
     /// Log line format.
     #[arg(long, value_enum, env = "STACKHOOK_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,

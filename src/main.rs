@@ -89,7 +89,8 @@ fn main() -> anyhow::Result<()> {
                     .join(","),
                 "packs loaded"
             );
-            let engine: Arc<dyn PatchEngine> = Arc::new(packs);
+            let engine: Arc<dyn PatchEngine> =
+                Arc::new(packs.with_patch_cache(args.patch_cache_entries));
             let registry = stackhook::server::default_registry(&args);
             // Shared by the controllers (with --controllers) and the hook handlers.
             let results = stackhook::controller::ClusterResults::new();

@@ -78,6 +78,7 @@ impl PatchEngine for EmptyEngine {
     }
 }
 
+pub mod cache;
 pub mod clusterclass;
 pub mod discover;
 pub mod generate;

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::cache::PatchCache;
 use super::pack::{self, Pack, PackError};
 use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchEngine};
 use crate::sdk::topology::{
@@ -20,6 +21,7 @@ use crate::sdk::{response_kind, CapiVersion, CommonResponse, Hook, ResponseStatu
 #[derive(Debug, Clone)]
 pub struct PackEngine {
     packs: Arc<Vec<Pack>>,
+    cache: Option<Arc<PatchCache>>,
 }
 
 impl PackEngine {
@@ -42,7 +44,19 @@ impl PackEngine {
         packs.sort_by(|a, b| a.name.cmp(&b.name));
         PackEngine {
             packs: Arc::new(packs),
+            cache: None,
         }
+    }
+
+    /// Keeps up to `entries` GeneratePatches answers (see [`PatchCache`]); 0 keeps none.
+    pub fn with_patch_cache(mut self, entries: usize) -> PackEngine {
+        self.cache = (entries > 0).then(|| Arc::new(PatchCache::new(entries)));
+        self
+    }
+
+    /// The answer cache, if any (its counters show in tests and benchmarks).
+    pub fn patch_cache(&self) -> Option<&PatchCache> {
+        self.cache.as_deref()
     }
 
     pub fn packs(&self) -> &[Pack] {
@@ -113,7 +127,22 @@ impl PatchEngine for PackEngine {
             return EmptyEngine.generate_patches(handler, req);
         }
         let result = match self.pack(Hook::GeneratePatches, handler) {
-            Some(p) => guarded(|| generate::generate(p, req).map_err(|e| e.to_string())),
+            Some(p) => {
+                let cached = self
+                    .cache
+                    .as_deref()
+                    .and_then(|c| PatchCache::key(&p.name, req).map(|k| (c, k)));
+                match cached.as_ref().and_then(|(c, k)| c.get(k, req)) {
+                    Some(items) => Ok(items),
+                    None => {
+                        let r = guarded(|| generate::generate(p, req).map_err(|e| e.to_string()));
+                        if let (Ok(items), Some((c, k))) = (&r, cached) {
+                            c.put(k, req, items);
+                        }
+                        r
+                    }
+                }
+            }
             None => Err(self.unknown(handler)),
         };
         match result {

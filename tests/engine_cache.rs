@@ -1,0 +1,147 @@
+//! The GeneratePatches answer cache: a request that differs only in item UIDs (what
+//! CAPI sends on every reconcile of an unchanged Cluster) gets the stored patches under
+//! its own UIDs; any other change is computed afresh; failures are never stored.
+
+use serde_json::{json, Value};
+
+use stackhook::engine::{PackEngine, PatchEngine};
+use stackhook::sdk::topology::{GeneratePatchesRequest, GeneratePatchesResponse};
+use stackhook::sdk::ResponseStatus;
+
+const HANDLER: &str = "openstack-generate-patches";
+
+fn body() -> Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/bodies/generate-patches-12.json"
+    ))
+    .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn request(v: &Value) -> GeneratePatchesRequest {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+fn with_fresh_uids(v: &Value, round: usize) -> Value {
+    let mut v = v.clone();
+    for (i, item) in v["items"].as_array_mut().unwrap().iter_mut().enumerate() {
+        item["uid"] = json!(format!("00000000-0000-4000-8000-{round:06}{i:06}"));
+    }
+    v
+}
+
+/// The uncached engine's answer, with item UIDs replaced by their request index, so
+/// answers to requests with different UIDs can be compared.
+fn by_index(req: &GeneratePatchesRequest, resp: &GeneratePatchesResponse) -> Vec<Value> {
+    resp.items
+        .iter()
+        .map(|i| {
+            let index = req.items.iter().position(|r| r.uid == i.uid).unwrap();
+            json!({"index": index, "patch": String::from_utf8(i.patch.0.clone()).unwrap()})
+        })
+        .collect()
+}
+
+#[test]
+fn new_uids_hit_the_cache_and_get_their_own_uids_back() {
+    let plain = PackEngine::embedded().unwrap();
+    let cached = PackEngine::embedded().unwrap().with_patch_cache(16);
+    let first = request(&body());
+
+    let expected = plain.generate_patches(HANDLER, &first);
+    assert_eq!(
+        expected.status,
+        ResponseStatus::Success,
+        "{}",
+        expected.message
+    );
+    assert!(expected.items.len() >= 6, "the pack patches most items");
+
+    let a = cached.generate_patches(HANDLER, &first);
+    assert_eq!(a, expected);
+    assert_eq!(cached.patch_cache().unwrap().stats(), (0, 1));
+
+    let second = request(&with_fresh_uids(&body(), 1));
+    let b = cached.generate_patches(HANDLER, &second);
+    assert_eq!(cached.patch_cache().unwrap().stats(), (1, 1), "a hit");
+    assert_eq!(b.status, ResponseStatus::Success);
+    // Every UID in the answer is one of this request's, none of the first one's.
+    for item in &b.items {
+        assert!(
+            second.items.iter().any(|r| r.uid == item.uid),
+            "{}",
+            item.uid
+        );
+        assert!(
+            !first.items.iter().any(|r| r.uid == item.uid),
+            "{}",
+            item.uid
+        );
+    }
+    assert_eq!(by_index(&second, &b), by_index(&first, &expected));
+    assert_eq!(b, plain.generate_patches(HANDLER, &second));
+}
+
+#[test]
+fn a_changed_variable_or_object_is_computed_afresh() {
+    let plain = PackEngine::embedded().unwrap();
+    let cached = PackEngine::embedded().unwrap().with_patch_cache(16);
+    let base = body();
+    cached.generate_patches(HANDLER, &request(&base));
+
+    let mut changed = with_fresh_uids(&base, 2);
+    let openstack = changed["variables"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|v| v["name"] == "openstack")
+        .unwrap();
+    openstack["value"]["flavors"]["controlPlane"] = json!("m1.xlarge");
+    let req = request(&changed);
+    let got = cached.generate_patches(HANDLER, &req);
+    assert_eq!(cached.patch_cache().unwrap().stats(), (0, 2), "a miss");
+    let want = plain.generate_patches(HANDLER, &req);
+    assert_eq!(got, want);
+    assert_ne!(
+        by_index(&req, &got),
+        by_index(
+            &request(&base),
+            &plain.generate_patches(HANDLER, &request(&base))
+        ),
+        "the flavor change shows in the patches"
+    );
+
+    let mut object_changed = with_fresh_uids(&base, 3);
+    object_changed["items"][0]["object"]["metadata"]["labels"] = json!({"extra": "label"});
+    cached.generate_patches(HANDLER, &request(&object_changed));
+    assert_eq!(cached.patch_cache().unwrap().stats(), (0, 3), "a miss");
+}
+
+#[test]
+fn failures_are_not_stored_and_duplicate_uids_are_not_cached() {
+    let cached = PackEngine::embedded().unwrap().with_patch_cache(16);
+    let mut broken = body();
+    broken["variables"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|v| v["name"] != "openstack");
+    for round in 0..2 {
+        let r = cached.generate_patches(HANDLER, &request(&with_fresh_uids(&broken, round)));
+        assert_eq!(r.status, ResponseStatus::Failure);
+        assert!(r.message.contains("openstack"), "{}", r.message);
+    }
+    assert_eq!(cached.patch_cache().unwrap().stats(), (0, 2));
+
+    let mut dup = body();
+    let uid = dup["items"][0]["uid"].clone();
+    dup["items"][1]["uid"] = uid;
+    for _ in 0..2 {
+        cached.generate_patches(HANDLER, &request(&dup));
+    }
+    assert_eq!(
+        cached.patch_cache().unwrap().stats(),
+        (0, 2),
+        "not even looked up"
+    );
+}
