@@ -1,5 +1,5 @@
-//! Nova (service type `compute`, v2.1): availability zones and server groups,
-//! each request pinned to a microversion.
+//! Nova (service type `compute`, v2.1): availability zones, server groups,
+//! flavors and servers, each request pinned to a microversion.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,6 +17,9 @@ const SERVICE: &[&str] = &["compute"];
 pub const BASE_MICROVERSION: &str = "2.38";
 /// The server-group body with a single `policy` (and `rules`).
 pub const SERVER_GROUP_MICROVERSION: &str = "2.64";
+
+/// Server tags in the create body need 2.52; CAPO sends 2.53 with tags.
+pub const SERVER_TAGS_MICROVERSION: &str = "2.53";
 
 /// Both header spellings: older Novas know only the second.
 pub fn microversion_headers(version: &str) -> Headers {
@@ -43,6 +46,51 @@ pub struct ServerGroup {
     pub members: Vec<String>,
 }
 
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Flavor {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+/// One address of a server, from its `addresses` map.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ServerAddress {
+    pub addr: String,
+    #[serde(default)]
+    pub version: u8,
+    /// `fixed` or `floating`.
+    #[serde(default, rename = "OS-EXT-IPS:type")]
+    pub kind: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ServerFault {
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Server {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    /// `BUILD`, `ACTIVE`, `ERROR`, `DELETED`...
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, rename = "OS-EXT-STS:task_state")]
+    pub task_state: Option<String>,
+    #[serde(default)]
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// Network name → addresses.
+    #[serde(default)]
+    pub addresses: std::collections::BTreeMap<String, Vec<ServerAddress>>,
+    #[serde(default)]
+    pub key_name: Option<String>,
+    #[serde(default)]
+    pub fault: Option<ServerFault>,
+}
+
 /// The Nova calls the cluster flow needs.
 pub trait Compute: Send + Sync {
     fn availability_zones(
@@ -56,6 +104,21 @@ pub trait Compute: Send + Sync {
         policy: &str,
     ) -> impl Future<Output = Result<ServerGroup, OsError>> + Send;
     fn delete_server_group(&self, id: &str) -> impl Future<Output = Result<(), OsError>> + Send;
+    fn flavors(&self) -> impl Future<Output = Result<Vec<Flavor>, OsError>> + Send;
+    /// Servers whose name matches the regex `name` (Nova filters by regex).
+    fn servers_named(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Vec<Server>, OsError>> + Send;
+    fn server(&self, id: &str) -> impl Future<Output = Result<Server, OsError>> + Send;
+    /// `body` is the object without its `{"server": ...}` envelope; the
+    /// answer holds only the ID.
+    fn create_server(
+        &self,
+        body: Value,
+        microversion: &str,
+    ) -> impl Future<Output = Result<String, OsError>> + Send;
+    fn delete_server(&self, id: &str) -> impl Future<Output = Result<(), OsError>> + Send;
 }
 
 /// The real Nova client.
@@ -148,6 +211,85 @@ impl Compute for Nova {
             .await
             .map(drop)
     }
+
+    async fn flavors(&self) -> Result<Vec<Flavor>, OsError> {
+        let path = "/flavors";
+        take(self.get_json(path, &[]).await?, "flavors", path)
+    }
+
+    async fn servers_named(&self, name: &str) -> Result<Vec<Server>, OsError> {
+        let path = "/servers/detail";
+        take(
+            self.get_json(path, &[("name", name.to_owned())]).await?,
+            "servers",
+            path,
+        )
+    }
+
+    async fn server(&self, id: &str) -> Result<Server, OsError> {
+        let path = format!("/servers/{id}");
+        take(self.get_json(&path, &[]).await?, "server", &path)
+    }
+
+    async fn create_server(&self, body: Value, microversion: &str) -> Result<String, OsError> {
+        let path = "/servers";
+        let body = json!({ "server": body });
+        let v = self
+            .session
+            .request(
+                Method::POST,
+                SERVICE,
+                path,
+                &[],
+                Some(&body),
+                &microversion_headers(microversion),
+            )
+            .await?
+            .ok_or_else(|| decode_err(path, "empty response"))?;
+        v.pointer("/server/id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| decode_err(path, "no server id"))
+    }
+
+    async fn delete_server(&self, id: &str) -> Result<(), OsError> {
+        let path = format!("/servers/{id}");
+        self.session
+            .request(
+                Method::DELETE,
+                SERVICE,
+                &path,
+                &[],
+                None,
+                &microversion_headers(BASE_MICROVERSION),
+            )
+            .await
+            .map(drop)
+    }
+}
+
+impl Nova {
+    async fn get_json(&self, path: &str, query: &[(&str, String)]) -> Result<Value, OsError> {
+        self.session
+            .request(
+                Method::GET,
+                SERVICE,
+                path,
+                query,
+                None,
+                &microversion_headers(BASE_MICROVERSION),
+            )
+            .await?
+            .ok_or_else(|| decode_err(path, "empty response"))
+    }
+}
+
+fn take<T: serde::de::DeserializeOwned>(mut v: Value, key: &str, path: &str) -> Result<T, OsError> {
+    let inner = v
+        .get_mut(key)
+        .map(Value::take)
+        .ok_or_else(|| decode_err(path, format!("no {key}")))?;
+    serde_json::from_value(inner).map_err(|e| decode_err(path, e.to_string()))
 }
 
 /// `{"availabilityZoneInfo": [{"zoneName", "zoneState": {"available"}}]}`.

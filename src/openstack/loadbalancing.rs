@@ -94,6 +94,16 @@ pub struct Provider {
     pub name: String,
 }
 
+/// An Octavia flavor (provider-specific sizing), chosen by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Flavor {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub enabled: bool,
+}
+
 macro_rules! resource {
     ($t:ty, $s:literal, $p:literal) => {
         impl OctaviaResource for $t {
@@ -107,6 +117,7 @@ resource!(Listener, "listener", "listeners");
 resource!(Pool, "pool", "pools");
 resource!(HealthMonitor, "healthmonitor", "healthmonitors");
 resource!(Provider, "provider", "providers");
+resource!(Flavor, "flavor", "flavors");
 
 /// Octavia operations the cluster flow needs.
 pub trait LoadBalancing: Send + Sync {

@@ -1,5 +1,5 @@
 //! OpenStack client layer: clouds.yaml, a Keystone v3 session, and one small
-//! trait per service (Identity, Networking, LoadBalancing, Compute) with the
+//! trait per service (Identity, Networking, LoadBalancing, Compute, Images) with the
 //! real implementation, so the reconcile logic can be exercised against
 //! fakes as well as a real cloud.
 
@@ -8,6 +8,7 @@ pub mod compute;
 pub mod config;
 pub mod error;
 pub mod identity;
+pub mod image;
 pub mod loadbalancing;
 pub mod networking;
 pub mod session;
@@ -27,6 +28,7 @@ pub struct Clients {
     pub network: networking::Neutron,
     pub load_balancer: loadbalancing::Octavia,
     pub compute: compute::Nova,
+    pub image: image::Glance,
 }
 
 impl Clients {
@@ -37,6 +39,7 @@ impl Clients {
             network: networking::Neutron::new(session.clone()),
             load_balancer: loadbalancing::Octavia::new(session.clone()),
             compute: compute::Nova::new(session.clone()),
+            image: image::Glance::new(session.clone()),
             session,
         })
     }

@@ -106,6 +106,9 @@ pub struct Port {
     pub fixed_ips: Vec<FixedIp>,
     #[serde(default)]
     pub allowed_address_pairs: Vec<AddressPair>,
+    /// Security group IDs.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
     #[serde(default)]
     pub tags: Vec<String>,
 }

@@ -1,4 +1,4 @@
-//! Deletion in CAPO's reverse order: load balancer (and its floating IP),
+//! Deletion in CAPO's reverse order: bastion, load balancer (and its floating IP),
 //! then the ingress VIP, router, ports and network, then the security
 //! groups. Everything is found again by name and by our ownership tag, so
 //! resources a crashed pass never recorded are removed too.
@@ -64,6 +64,16 @@ impl<S: StatusSink> Pass<'_, S> {
     }
 
     pub(super) async fn delete_all(&mut self) -> Result<DeleteProgress, InfraError> {
+        // 0. The bastion, which sits on the network and in a managed group.
+        if (self.spec.bastion.is_some() || self.status.bastion.is_some())
+            && !self.delete_bastion().await?
+        {
+            return Ok(DeleteProgress::Requeue {
+                after: super::bastion::BASTION_REQUEUE,
+                reason: "waiting for the bastion server to be deleted".into(),
+            });
+        }
+
         // 1. API load balancer; its cascade delete takes listeners, pools and monitors.
         let octavia = &self.clients.load_balancer;
         let lb_name = self.names.load_balancer_name();

@@ -142,6 +142,9 @@ impl<S: StatusSink> Pass<'_, S> {
             if let Some(az) = &spec.availability_zone {
                 body["availability_zone"] = json!(az);
             }
+            if let Some(flavor) = &spec.flavor {
+                body["flavor_id"] = json!(self.load_balancer_flavor(flavor).await?);
+            }
             let created: lb::LoadBalancer = octavia
                 .create(body)
                 .await
@@ -319,6 +322,17 @@ impl<S: StatusSink> Pass<'_, S> {
         }
         let fip = self.ensure_api_fip(Some(&balancer.vip_port_id)).await?;
         Ok(Some(fip.floating_ip_address))
+    }
+
+    /// The ID of the enabled Octavia flavor named `name`.
+    async fn load_balancer_flavor(&self, name: &str) -> Result<String, InfraError> {
+        let flavors: Vec<lb::Flavor> = self
+            .clients
+            .load_balancer
+            .list(&[("name", name.to_owned())])
+            .await
+            .map_err(|e| os("APIEndpointConfigFailed", e))?;
+        pick_flavor(flavors, name)
     }
 
     /// The effective allowed CIDRs (sorted), or `None` when none are asked
@@ -517,5 +531,52 @@ impl<S: StatusSink> Pass<'_, S> {
         };
         self.ensure_tags(&port).await?;
         Ok(port.fixed_ips.first().map(|f| f.ip_address.clone()))
+    }
+}
+
+/// The enabled flavor named `name` (Octavia's name filter is exact, the
+/// check here guards against providers that ignore it).
+fn pick_flavor(flavors: Vec<lb::Flavor>, name: &str) -> Result<String, InfraError> {
+    flavors
+        .into_iter()
+        .find(|f| f.name == name && f.enabled)
+        .map(|f| f.id)
+        .ok_or_else(|| {
+            user(
+                "LoadBalancerFlavorNotFound",
+                format!("no enabled Octavia flavor is named {name:?}"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_only_an_enabled_flavor_of_that_name() {
+        let f = |id: &str, name: &str, enabled| lb::Flavor {
+            id: id.into(),
+            name: name.into(),
+            enabled,
+        };
+        let all = vec![
+            f("a", "small", false),
+            f("b", "small", true),
+            f("c", "big", true),
+        ];
+        assert_eq!(pick_flavor(all.clone(), "small").unwrap(), "b");
+        match pick_flavor(all, "tiny") {
+            Err(InfraError::User { reason, .. }) => {
+                assert_eq!(reason, "LoadBalancerFlavorNotFound")
+            }
+            other => panic!("{other:?}"),
+        }
+        match pick_flavor(vec![f("a", "small", false)], "small") {
+            Err(InfraError::User { reason, .. }) => {
+                assert_eq!(reason, "LoadBalancerFlavorNotFound")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

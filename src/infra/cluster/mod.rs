@@ -1,12 +1,13 @@
 //! The cloud half of the OpenStackCluster controller: CAPO's cluster flow
 //! (external network; network, subnet, router; managed security groups;
-//! API endpoint; failure domains) and its reverse on deletion, plus the
+//! bastion; API endpoint; failure domains) and its reverse on deletion, plus the
 //! `status.extensions` facts for the bootstrap.
 //!
 //! Every create is followed by a status write through the sink, and every
 //! resource is first looked up by name (and our ownership tag), so a pass
 //! that dies anywhere is finished by the next one without duplicates.
 
+mod bastion;
 mod delete;
 mod endpoint;
 mod network;
@@ -15,6 +16,8 @@ mod security_groups;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use bastion::OWNER_METADATA_KEY;
 
 use crate::infra::api::cluster::{ClusterInitialization, OpenStackClusterSpec};
 use crate::infra::api::extensions::{
@@ -130,6 +133,9 @@ pub(crate) struct Pass<'a, S: StatusSink> {
     pub tags: Vec<String>,
     /// Set when a step waits for the cloud (Octavia PENDING_*).
     pub requeue: Option<Duration>,
+    /// Set while Nova builds or deletes the bastion; unlike `requeue` it
+    /// does not hold back readiness (CAPO handles the bastion after Ready).
+    pub bastion_requeue: Option<Duration>,
     /// The status as the pass found it.
     initial: OpenStackClusterStatus,
 }
@@ -155,6 +161,7 @@ impl<'a, S: StatusSink> Pass<'a, S> {
             sink,
             tags,
             requeue: None,
+            bastion_requeue: None,
             initial: cluster.status.clone().unwrap_or_default(),
         }
     }
@@ -191,6 +198,12 @@ impl<'a, S: StatusSink> Pass<'a, S> {
             self.set(cond::ROUTER_READY, true, "", "");
         }
 
+        // A bastion no longer wanted goes before the security groups, so
+        // the bastion group is free to be deleted in the same pass.
+        if self.bastion_leftover() && !self.delete_bastion().await? {
+            self.bastion_requeue = Some(bastion::BASTION_REQUEUE);
+        }
+
         if self.spec.managed_security_groups.is_some() {
             if let Err(e) = self.reconcile_security_groups().await {
                 self.set(
@@ -203,6 +216,8 @@ impl<'a, S: StatusSink> Pass<'a, S> {
             }
             self.set(cond::SECURITY_GROUPS_READY, true, "", "");
         }
+
+        self.reconcile_bastion().await?;
 
         let endpoint = match self.reconcile_endpoint().await {
             Ok(ep) => ep,
@@ -232,7 +247,11 @@ impl<'a, S: StatusSink> Pass<'a, S> {
             return Ok(ClusterOutcome {
                 status: self.status.clone(),
                 control_plane_endpoint: None,
-                requeue_after: Some(self.requeue.unwrap_or(LB_PENDING_REQUEUE)),
+                requeue_after: Some(
+                    self.requeue
+                        .unwrap_or(LB_PENDING_REQUEUE)
+                        .min(self.bastion_requeue.unwrap_or(Duration::MAX)),
+                ),
             });
         };
         self.set(cond::API_ENDPOINT_READY, true, "", "");
@@ -256,7 +275,10 @@ impl<'a, S: StatusSink> Pass<'a, S> {
         Ok(ClusterOutcome {
             status: self.status.clone(),
             control_plane_endpoint: set_endpoint,
-            requeue_after: self.requeue,
+            requeue_after: match (self.requeue, self.bastion_requeue) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
         })
     }
 

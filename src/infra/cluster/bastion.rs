@@ -1,0 +1,655 @@
+//! The bastion: a port on the cluster network with the bastion security
+//! group, a Nova server on it, and a floating IP once the server is ACTIVE.
+//!
+//! CAPO delegates this to an `OpenStackServer` object; here the cluster
+//! pass does the Nova and Neutron work itself, with the same crash rules as
+//! the rest of the flow: every create is recorded through the sink at once,
+//! and the server is found again by name plus an ownership metadata key, so
+//! a pass that dies after the create never boots a second one. Nova is
+//! never polled: while the server builds or goes away, the pass requeues.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{os, owner_tag, user, Pass};
+use crate::infra::api::cluster::{Bastion, BastionStatus};
+use crate::infra::api::machine::OpenStackMachineSpec;
+use crate::infra::api::types::{ImageParam, MachineResources, PortStatus};
+use crate::infra::seam::{InfraError, StatusSink};
+use crate::openstack::compute::{Compute, Server, BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
+use crate::openstack::image::Images;
+use crate::openstack::networking::{self as net, Networking};
+
+/// While Nova builds or deletes the bastion (CAPO waits 15 s; the server
+/// usually needs a few seconds).
+pub(super) const BASTION_REQUEUE: Duration = Duration::from_secs(5);
+/// Server metadata key naming the owning cluster (its owner tag), for
+/// adoption: Nova tags are limited to 60 characters, metadata values to 255.
+pub const OWNER_METADATA_KEY: &str = "stackhook-cluster";
+
+/// The bastion spec when it is wanted: present and not disabled.
+pub(super) fn wanted(bastion: Option<&Bastion>) -> Option<&Bastion> {
+    bastion.filter(|b| b.enabled != Some(false))
+}
+
+/// `^name$` with the regex metacharacters Nova would interpret escaped.
+fn name_regex(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('^');
+    for c in name.chars() {
+        if ".^$*+?()[]{}|\\".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
+}
+
+/// The server's IPv4 address on the port, else its first one.
+fn port_ip(port: &net::Port) -> Option<String> {
+    port.fixed_ips
+        .iter()
+        .find(|f| !f.ip_address.contains(':'))
+        .or(port.fixed_ips.first())
+        .map(|f| f.ip_address.clone())
+}
+
+/// The Nova `metadata` map: the spec's entries plus our ownership key.
+fn server_metadata(spec: &OpenStackMachineSpec, owner: &str) -> BTreeMap<String, String> {
+    let mut m: BTreeMap<String, String> = spec
+        .server_metadata
+        .iter()
+        .map(|e| (e.key.clone(), e.value.clone()))
+        .collect();
+    m.insert(OWNER_METADATA_KEY.to_owned(), owner.to_owned());
+    m
+}
+
+/// What the server boots from and attaches to.
+struct BootRefs<'a> {
+    image_id: &'a str,
+    flavor_id: &'a str,
+    port_id: &'a str,
+}
+
+/// The `POST /servers` body and its microversion (tags need 2.52+).
+fn server_body(
+    name: &str,
+    refs: &BootRefs<'_>,
+    bastion: &Bastion,
+    spec: &OpenStackMachineSpec,
+    cluster_tags: &[String],
+    owner: &str,
+) -> (Value, &'static str) {
+    let mut body = json!({
+        "name": name,
+        "imageRef": refs.image_id,
+        "flavorRef": refs.flavor_id,
+        "networks": [{"port": refs.port_id}],
+        "metadata": server_metadata(spec, owner),
+    });
+    if let Some(az) = &bastion.availability_zone {
+        body["availability_zone"] = json!(az);
+    }
+    if let Some(key) = &spec.ssh_key_name {
+        body["key_name"] = json!(key);
+    }
+    if let Some(cd) = spec.config_drive {
+        body["config_drive"] = json!(cd);
+    }
+    let mut tags: Vec<String> = spec.tags.clone();
+    for t in cluster_tags {
+        if !tags.contains(t) {
+            tags.push(t.clone());
+        }
+    }
+    if tags.is_empty() {
+        (body, BASE_MICROVERSION)
+    } else {
+        body["tags"] = json!(tags);
+        (body, SERVER_TAGS_MICROVERSION)
+    }
+}
+
+impl<S: StatusSink> Pass<'_, S> {
+    fn bastion_fip_description(&self) -> String {
+        format!("{} bastion", self.names.description())
+    }
+
+    fn bastion_port_name(&self) -> String {
+        format!("{}-0", self.names.bastion_name())
+    }
+
+    fn bastion_status(&mut self) -> &mut BastionStatus {
+        self.status.bastion.get_or_insert_with(Default::default)
+    }
+
+    /// Whether a bastion may exist that is no longer wanted.
+    pub(super) fn bastion_leftover(&self) -> bool {
+        wanted(self.spec.bastion.as_ref()).is_none()
+            && (self.spec.bastion.is_some() || self.status.bastion.is_some())
+    }
+
+    /// Creates or adopts the bastion and fills `status.bastion`.
+    pub(super) async fn reconcile_bastion(&mut self) -> Result<(), InfraError> {
+        let Some(bastion) = wanted(self.spec.bastion.as_ref()).cloned() else {
+            return Ok(());
+        };
+        let Some(spec) = bastion.spec.clone() else {
+            return Err(user(
+                "InvalidBastionSpec",
+                "spec.bastion.spec is required when the bastion is enabled",
+            ));
+        };
+        let Some(network) = self.status.network.clone() else {
+            return Ok(());
+        };
+        let name = self.names.bastion_name();
+        {
+            let st = self.bastion_status();
+            st.name = Some(name.clone());
+            st.ssh_key_name = spec.ssh_key_name.clone();
+        }
+
+        // Resolve once; the IDs stay in status.
+        let mut resolved = self
+            .status
+            .bastion
+            .as_ref()
+            .and_then(|b| b.resolved.clone())
+            .unwrap_or_default();
+        if resolved.image_id.is_none() {
+            resolved.image_id = Some(self.resolve_image(&spec.image).await?);
+        }
+        if resolved.flavor_id.is_none() {
+            resolved.flavor_id = Some(self.resolve_flavor(&spec).await?);
+        }
+        let image_id = resolved.image_id.clone().unwrap_or_default();
+        let flavor_id = resolved.flavor_id.clone().unwrap_or_default();
+        self.bastion_status().resolved = Some(resolved);
+
+        let port = self.ensure_bastion_port(&network.network.id, &spec).await?;
+
+        let server = match self.find_bastion_server().await? {
+            Some(s) => s,
+            None => {
+                let owner = owner_tag(&self.names);
+                let refs = BootRefs {
+                    image_id: &image_id,
+                    flavor_id: &flavor_id,
+                    port_id: &port.id,
+                };
+                let (body, microversion) =
+                    server_body(&name, &refs, &bastion, &spec, &self.spec.tags, &owner);
+                let id = self
+                    .clients
+                    .compute
+                    .create_server(body, microversion)
+                    .await
+                    .map_err(|e| os("BastionCreateFailed", e))?;
+                tracing::info!(server = %id, %name, "created the bastion server");
+                let st = self.bastion_status();
+                st.id = Some(id);
+                st.state = Some("BUILD".into());
+                self.save().await?;
+                self.wait_bastion();
+                return Ok(());
+            }
+        };
+        let st = self.bastion_status();
+        st.id = Some(server.id.clone());
+        st.state = Some(server.status.clone());
+        match server.status.as_str() {
+            "ACTIVE" => {}
+            "ERROR" => {
+                let fault = server
+                    .fault
+                    .as_ref()
+                    .map(|f| f.message.as_str())
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("no fault reported");
+                return Err(user(
+                    "BastionInstanceError",
+                    format!("bastion server {} is in ERROR: {fault}", server.id),
+                ));
+            }
+            other => {
+                tracing::debug!(server = %server.id, status = other, "waiting for the bastion");
+                self.wait_bastion();
+                return Ok(());
+            }
+        }
+        self.bastion_status().ip = port_ip(&port);
+        if self.status.external_network.is_some() {
+            let fip = self.ensure_bastion_fip(&port, &bastion).await?;
+            self.bastion_status().floating_ip = Some(fip);
+        }
+        Ok(())
+    }
+
+    fn wait_bastion(&mut self) {
+        self.bastion_requeue = Some(BASTION_REQUEUE);
+    }
+
+    async fn resolve_image(&self, image: &ImageParam) -> Result<String, InfraError> {
+        if let Some(id) = image.id.as_ref().filter(|id| !id.is_empty()) {
+            return Ok(id.clone());
+        }
+        let Some(filter) = &image.filter else {
+            return Err(user(
+                "InvalidBastionSpec",
+                "the bastion image needs an id or a filter",
+            ));
+        };
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(n) = &filter.name {
+            query.push(("name", n.clone()));
+        }
+        for t in &filter.tags {
+            query.push(("tag", t.clone()));
+        }
+        let images = self
+            .clients
+            .image
+            .list(&query)
+            .await
+            .map_err(|e| os("ImageNotFound", e))?;
+        match images.as_slice() {
+            [one] => Ok(one.id.clone()),
+            [] => Err(user(
+                "ImageNotFound",
+                format!("no image matches the bastion's filter {filter:?}"),
+            )),
+            _ => Err(user(
+                "ImageNotFound",
+                format!(
+                    "{} images match the bastion's filter {filter:?}; it must match one",
+                    images.len()
+                ),
+            )),
+        }
+    }
+
+    async fn resolve_flavor(&self, spec: &OpenStackMachineSpec) -> Result<String, InfraError> {
+        if let Some(id) = spec.flavor_id.as_ref().filter(|id| !id.is_empty()) {
+            return Ok(id.clone());
+        }
+        let Some(name) = &spec.flavor else {
+            return Err(user(
+                "InvalidBastionSpec",
+                "the bastion needs a flavor or flavorID",
+            ));
+        };
+        let flavors = self
+            .clients
+            .compute
+            .flavors()
+            .await
+            .map_err(|e| os("FlavorNotFound", e))?;
+        flavors
+            .into_iter()
+            .find(|f| &f.name == name)
+            .map(|f| f.id)
+            .ok_or_else(|| user("FlavorNotFound", format!("no flavor is named {name:?}")))
+    }
+
+    /// The recorded port, else the one named like it on the network, else a new one.
+    async fn ensure_bastion_port(
+        &mut self,
+        network_id: &str,
+        spec: &OpenStackMachineSpec,
+    ) -> Result<net::Port, InfraError> {
+        let neutron = &self.clients.network;
+        let name = self.bastion_port_name();
+        let recorded = self
+            .status
+            .bastion
+            .as_ref()
+            .and_then(|b| b.resources.as_ref())
+            .and_then(|r| r.ports.first())
+            .map(|p| p.id.clone());
+        let mut found = match &recorded {
+            Some(id) => match neutron.get::<net::Port>(id).await {
+                Ok(p) => vec![p],
+                Err(e) if e.is_not_found() => vec![],
+                Err(e) => return Err(os("BastionPortFailed", e)),
+            },
+            None => vec![],
+        };
+        if found.is_empty() {
+            found = neutron
+                .list(&[
+                    ("name", name.clone()),
+                    ("network_id", network_id.to_owned()),
+                ])
+                .await
+                .map_err(|e| os("BastionPortFailed", e))?;
+        }
+        let port = match self.pick("port", &name, found)? {
+            Some(p) => p,
+            None => {
+                let mut groups: Vec<String> = self
+                    .status
+                    .bastion_security_group
+                    .iter()
+                    .map(|g| g.id.clone())
+                    .collect();
+                groups.extend(spec.security_groups.iter().filter_map(|g| g.id.clone()));
+                let mut body = json!({
+                    "name": name,
+                    "network_id": network_id,
+                    "description": self.names.description(),
+                    "admin_state_up": true,
+                });
+                if !groups.is_empty() {
+                    body["security_groups"] = json!(groups);
+                }
+                let p: net::Port = neutron
+                    .create(body)
+                    .await
+                    .map_err(|e| os("BastionPortFailed", e))?;
+                tracing::info!(port = %p.id, "created the bastion port");
+                self.bastion_status().resources = Some(MachineResources {
+                    ports: vec![PortStatus { id: p.id.clone() }],
+                });
+                self.save().await?;
+                p
+            }
+        };
+        self.ensure_tags(&port).await?;
+        self.bastion_status().resources = Some(MachineResources {
+            ports: vec![PortStatus {
+                id: port.id.clone(),
+            }],
+        });
+        Ok(port)
+    }
+
+    /// The recorded server, else the one named like it and carrying our
+    /// ownership metadata.
+    async fn find_bastion_server(&self) -> Result<Option<Server>, InfraError> {
+        let nova = &self.clients.compute;
+        let recorded = self
+            .status
+            .bastion
+            .as_ref()
+            .and_then(|b| b.id.clone())
+            .filter(|id| !id.is_empty());
+        if let Some(id) = recorded {
+            match nova.server(&id).await {
+                Ok(s) => return Ok(Some(s)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(os("BastionCreateFailed", e)),
+            }
+        }
+        let name = self.names.bastion_name();
+        let owner = owner_tag(&self.names);
+        let mut found: Vec<Server> = nova
+            .servers_named(&name_regex(&name))
+            .await
+            .map_err(|e| os("BastionCreateFailed", e))?
+            .into_iter()
+            .filter(|s| s.name == name)
+            .filter(|s| s.metadata.get(OWNER_METADATA_KEY) == Some(&owner))
+            .collect();
+        if found.len() > 1 {
+            return Err(user(
+                "DuplicateResources",
+                format!("several bastion servers are named {name:?}; remove the extra ones"),
+            ));
+        }
+        Ok(found.pop())
+    }
+
+    /// The address of the floating IP on the bastion port, allocating or
+    /// associating one when the port has none.
+    async fn ensure_bastion_fip(
+        &mut self,
+        port: &net::Port,
+        bastion: &Bastion,
+    ) -> Result<String, InfraError> {
+        let neutron = &self.clients.network;
+        let on_port: Vec<net::FloatingIp> = neutron
+            .list(&[("port_id", port.id.clone())])
+            .await
+            .map_err(|e| os("FloatingIPError", e))?;
+        if let Some(f) = on_port.first() {
+            return Ok(f.floating_ip_address.clone());
+        }
+        let wanted = self
+            .status
+            .bastion
+            .as_ref()
+            .and_then(|b| b.floating_ip.clone())
+            .or_else(|| bastion.floating_ip.clone());
+        if let Some(ip) = &wanted {
+            let existing: Vec<net::FloatingIp> = neutron
+                .list(&[("floating_ip_address", ip.clone())])
+                .await
+                .map_err(|e| os("FloatingIPError", e))?;
+            if let Some(f) = existing.first() {
+                neutron
+                    .update::<net::FloatingIp>(&f.id, json!({"port_id": port.id}))
+                    .await
+                    .map_err(|e| os("FloatingIPError", e))?;
+                tracing::info!(fip = %ip, "associated the bastion floating IP");
+                return Ok(ip.clone());
+            }
+        }
+        let Some(ext) = self.status.external_network.clone() else {
+            return Err(user(
+                "FloatingIPError",
+                "no external network for the bastion floating IP",
+            ));
+        };
+        let mut body = json!({
+            "floating_network_id": ext.id,
+            "port_id": port.id,
+            "description": self.bastion_fip_description(),
+        });
+        if let Some(ip) = &wanted {
+            body["floating_ip_address"] = json!(ip);
+        }
+        let f: net::FloatingIp = neutron
+            .create(body)
+            .await
+            .map_err(|e| os("FloatingIPError", e))?;
+        tracing::info!(fip = %f.floating_ip_address, "allocated the bastion floating IP");
+        self.bastion_status().floating_ip = Some(f.floating_ip_address.clone());
+        self.save().await?;
+        Ok(f.floating_ip_address)
+    }
+
+    /// Removes the bastion: server first (requeueing until Nova has it
+    /// gone), then its floating IP (a user-given one is only disassociated)
+    /// and its port. `true` once nothing is left.
+    pub(super) async fn delete_bastion(&mut self) -> Result<bool, InfraError> {
+        let nova = &self.clients.compute;
+        if let Some(server) = self.find_bastion_server().await? {
+            if server.task_state.as_deref() != Some("deleting") && server.status != "DELETED" {
+                match nova.delete_server(&server.id).await {
+                    Ok(()) => tracing::info!(server = %server.id, "deleting the bastion server"),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(os("BastionDeleteFailed", e)),
+                }
+            }
+            self.bastion_status().state = Some("DELETING".into());
+            return Ok(false);
+        }
+
+        let neutron = &self.clients.network;
+        let name = self.bastion_port_name();
+        let mut port_ids: Vec<String> = self
+            .status
+            .bastion
+            .as_ref()
+            .and_then(|b| b.resources.as_ref())
+            .map(|r| r.ports.iter().map(|p| p.id.clone()).collect())
+            .unwrap_or_default();
+        let mut query = vec![("name", name)];
+        match &self.status.network {
+            Some(n) => query.push(("network_id", n.network.id.clone())),
+            None => query.push(("tags", owner_tag(&self.names))),
+        }
+        let named: Vec<net::Port> = neutron
+            .list(&query)
+            .await
+            .map_err(|e| os("BastionDeleteFailed", e))?;
+        for p in named {
+            if !port_ids.contains(&p.id) {
+                port_ids.push(p.id);
+            }
+        }
+
+        let user_fip = self
+            .spec
+            .bastion
+            .as_ref()
+            .and_then(|b| b.floating_ip.clone());
+        let mut fips: Vec<net::FloatingIp> = neutron
+            .list(&[("description", self.bastion_fip_description())])
+            .await
+            .map_err(|e| os("BastionDeleteFailed", e))?;
+        for id in &port_ids {
+            for f in neutron
+                .list::<net::FloatingIp>(&[("port_id", id.clone())])
+                .await
+                .map_err(|e| os("BastionDeleteFailed", e))?
+            {
+                if !fips.iter().any(|g| g.id == f.id) {
+                    fips.push(f);
+                }
+            }
+        }
+        for f in fips {
+            let res = if user_fip.as_deref() == Some(f.floating_ip_address.as_str())
+                || f.description != self.bastion_fip_description()
+            {
+                if f.port_id.is_none() {
+                    continue;
+                }
+                neutron
+                    .update::<net::FloatingIp>(&f.id, json!({"port_id": null}))
+                    .await
+                    .map(drop)
+            } else {
+                neutron.delete::<net::FloatingIp>(&f.id).await
+            };
+            match res {
+                Ok(()) => {
+                    tracing::info!(fip = %f.floating_ip_address, "released the bastion floating IP")
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(os("BastionDeleteFailed", e)),
+            }
+        }
+        for id in &port_ids {
+            match neutron.delete::<net::Port>(id).await {
+                Ok(()) => tracing::info!(port = %id, "deleted the bastion port"),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(os("BastionDeleteFailed", e)),
+            }
+        }
+        self.status.bastion = None;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::api::machine::ServerMetadata;
+
+    #[test]
+    fn nova_name_filter_is_anchored_and_escaped() {
+        assert_eq!(name_regex("c1-bastion"), "^c1-bastion$");
+        assert_eq!(name_regex("a.b"), "^a\\.b$");
+    }
+
+    #[test]
+    fn only_an_enabled_bastion_is_wanted() {
+        let on = Bastion::default();
+        let off = Bastion {
+            enabled: Some(false),
+            ..Default::default()
+        };
+        assert!(wanted(Some(&on)).is_some());
+        assert!(wanted(Some(&off)).is_none());
+        assert!(wanted(None).is_none());
+    }
+
+    #[test]
+    fn server_body_carries_port_key_zone_owner_and_tags() {
+        let spec = OpenStackMachineSpec {
+            ssh_key_name: Some("ops".into()),
+            tags: vec!["m".into()],
+            server_metadata: vec![ServerMetadata {
+                key: "role".into(),
+                value: "jump".into(),
+            }],
+            ..Default::default()
+        };
+        let bastion = Bastion {
+            availability_zone: Some("az2".into()),
+            ..Default::default()
+        };
+        let (body, mv) = server_body(
+            "c1-bastion",
+            &BootRefs {
+                image_id: "img",
+                flavor_id: "flv",
+                port_id: "port1",
+            },
+            &bastion,
+            &spec,
+            &["m".into(), "c".into()],
+            "owner",
+        );
+        assert_eq!(mv, SERVER_TAGS_MICROVERSION);
+        assert_eq!(body["networks"], json!([{"port": "port1"}]));
+        assert_eq!(body["imageRef"], "img");
+        assert_eq!(body["flavorRef"], "flv");
+        assert_eq!(body["key_name"], "ops");
+        assert_eq!(body["availability_zone"], "az2");
+        assert_eq!(body["tags"], json!(["m", "c"]));
+        assert_eq!(body["metadata"][OWNER_METADATA_KEY], "owner");
+        assert_eq!(body["metadata"]["role"], "jump");
+
+        let (plain, mv) = server_body(
+            "b",
+            &BootRefs {
+                image_id: "i",
+                flavor_id: "f",
+                port_id: "p",
+            },
+            &Bastion::default(),
+            &OpenStackMachineSpec::default(),
+            &[],
+            "o",
+        );
+        assert_eq!(mv, BASE_MICROVERSION);
+        assert!(plain.get("tags").is_none() && plain.get("availability_zone").is_none());
+    }
+
+    #[test]
+    fn bastion_ip_prefers_ipv4() {
+        let port = net::Port {
+            fixed_ips: vec![
+                net::FixedIp {
+                    subnet_id: "s6".into(),
+                    ip_address: "fd00::5".into(),
+                },
+                net::FixedIp {
+                    subnet_id: "s4".into(),
+                    ip_address: "10.0.0.5".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(port_ip(&port).as_deref(), Some("10.0.0.5"));
+        assert_eq!(port_ip(&net::Port::default()), None);
+    }
+}

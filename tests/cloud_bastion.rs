@@ -1,0 +1,424 @@
+//! The bastion and the Octavia flavor of the OpenStackCluster cloud half,
+//! against the loopback test cloud as the `member` user: a bastion boots
+//! on a port with the bastion security group and gets a floating IP;
+//! disabling it removes server, floating IP and port; a status write that
+//! fails after every create never boots a second server; an unknown
+//! load balancer flavor is the user's error. Skipped unless cloud tests are
+//! enabled (see tests/support/cloud.rs).
+
+#[path = "support/cloud.rs"]
+mod cloud;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use stackhook::infra::api::cluster::{
+    ApiServerLoadBalancer, Bastion, ManagedSecurityGroups, SubnetSpec,
+};
+use stackhook::infra::api::machine::OpenStackMachineSpec;
+use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
+use stackhook::infra::api::types::{
+    ApiEndpoint, ImageFilter, ImageParam, OpenStackIdentityReference,
+};
+use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus};
+use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
+use stackhook::infra::seam::{
+    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
+};
+use stackhook::openstack::compute::Compute;
+use stackhook::openstack::networking::{self as net, Networking};
+use stackhook::openstack::{Clients, CloudConfig};
+
+const NAMESPACE: &str = "sh-bastion";
+
+/// Status writes kept in memory; optionally every pass's first write fails,
+/// as a crash between a create and its status write would.
+#[derive(Default)]
+struct MemSink {
+    saved: Mutex<Option<OpenStackClusterStatus>>,
+    writes: AtomicUsize,
+    fail_first: bool,
+}
+
+impl StatusSink for MemSink {
+    async fn save(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.fail_first && n == 0 {
+            return Err(SinkError("simulated crash before the status write".into()));
+        }
+        *self.saved.lock().unwrap() = Some(status.clone());
+        Ok(())
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn identity(clouds_yaml: Vec<u8>) -> IdentitySecret {
+    IdentitySecret {
+        namespace: NAMESPACE.into(),
+        name: "cloud-creds".into(),
+        resource_version: "1".into(),
+        clouds_yaml,
+        cacert: None,
+        cloud_name: cloud::MEMBER.into(),
+        region: None,
+    }
+}
+
+fn bastion() -> Bastion {
+    Bastion {
+        spec: Some(OpenStackMachineSpec {
+            flavor: Some("m1.tiny".into()),
+            image: ImageParam {
+                filter: Some(ImageFilter {
+                    name: Some("ubuntu-2404-kube-v1.33.1".into()),
+                    tags: vec![],
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
+        availability_zone: Some("az2".into()),
+        ..Default::default()
+    }
+}
+
+/// No load balancer (the API gets a floating IP), so passes are quick.
+fn spec(cidr: &str) -> OpenStackClusterSpec {
+    OpenStackClusterSpec {
+        managed_subnets: vec![SubnetSpec {
+            cidr: cidr.into(),
+            dns_nameservers: vec![],
+            allocation_pools: vec![],
+        }],
+        managed_security_groups: Some(ManagedSecurityGroups::default()),
+        bastion: Some(bastion()),
+        tags: vec!["stackhook-test".into()],
+        identity_ref: OpenStackIdentityReference {
+            name: "cloud-creds".into(),
+            cloud_name: cloud::MEMBER.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn cluster(name: &str, spec: OpenStackClusterSpec) -> OpenStackCluster {
+    let mut c = OpenStackCluster::new(name, spec);
+    c.metadata.namespace = Some(NAMESPACE.into());
+    c
+}
+
+fn scope(name: &str) -> ClusterScope {
+    ClusterScope {
+        namespace: NAMESPACE.into(),
+        cluster_name: name.into(),
+        machines_remaining: 0,
+    }
+}
+
+fn checker(clouds_yaml: &[u8]) -> Clients {
+    let config = CloudConfig::from_clouds_yaml(clouds_yaml, cloud::MEMBER, None).unwrap();
+    Clients::new(config, None).unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs passes until one asks for no requeue, or returns the first User error.
+async fn converge(
+    infra: &OpenStackClusterInfra,
+    scope: &ClusterScope,
+    osc: &mut OpenStackCluster,
+    id: &IdentitySecret,
+) -> Result<usize, (String, String)> {
+    for pass in 1..=60 {
+        let sink = MemSink::default();
+        match infra.reconcile(scope, osc, id, &sink).await {
+            Ok(outcome) => {
+                osc.status = Some(outcome.status);
+                if let Some((host, port)) = outcome.control_plane_endpoint {
+                    osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
+                }
+                match outcome.requeue_after {
+                    None => return Ok(pass),
+                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
+                }
+            }
+            Err(InfraError::Transient {
+                reason, message, ..
+            }) => {
+                eprintln!("pass {pass}: transient {reason}: {message}");
+                if let Some(s) = sink.saved.lock().unwrap().take() {
+                    osc.status = Some(s);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(InfraError::User { reason, message }) => {
+                if let Some(s) = sink.saved.lock().unwrap().take() {
+                    osc.status = Some(s);
+                }
+                return Err((reason, message));
+            }
+            Err(e) => panic!("pass {pass}: {e}"),
+        }
+    }
+    panic!("not converged");
+}
+
+async fn delete(
+    infra: &OpenStackClusterInfra,
+    scope: &ClusterScope,
+    osc: &OpenStackCluster,
+    id: &IdentitySecret,
+) {
+    for pass in 1..=80 {
+        let sink = MemSink::default();
+        match infra.delete(scope, osc, id, &sink).await {
+            Ok(DeleteProgress::Done) => return,
+            Ok(DeleteProgress::Requeue { after, .. }) => {
+                tokio::time::sleep(after.min(Duration::from_secs(1))).await
+            }
+            Err(InfraError::Transient { .. }) => {
+                tokio::time::sleep(Duration::from_millis(300)).await
+            }
+            Err(e) => panic!("delete pass {pass}: {e}"),
+        }
+    }
+    panic!("deletion did not finish");
+}
+
+async fn bastion_servers(c: &Clients, names: &ClusterNames) -> usize {
+    c.compute
+        .servers_named(&format!("^{}$", names.bastion_name()))
+        .await
+        .unwrap()
+        .len()
+}
+
+async fn bastion_fips(c: &Clients, names: &ClusterNames) -> Vec<net::FloatingIp> {
+    c.network
+        .list(&[("description", format!("{} bastion", names.description()))])
+        .await
+        .unwrap()
+}
+
+/// Nothing of the cluster left: servers by name, Neutron objects by tag,
+/// floating IPs by description.
+async fn expect_nothing_left(c: &Clients, names: &ClusterNames) {
+    assert_eq!(bastion_servers(c, names).await, 0);
+    assert!(bastion_fips(c, names).await.is_empty());
+    let tag = [("tags", owner_tag(names))];
+    assert!(c.network.list::<net::Port>(&tag).await.unwrap().is_empty());
+    assert!(c
+        .network
+        .list::<net::SecurityGroup>(&tag)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(c
+        .network
+        .list::<net::Network>(&tag)
+        .await
+        .unwrap()
+        .is_empty());
+    let named: Vec<net::Port> = c
+        .network
+        .list(&[("name", format!("{}-0", names.bastion_name()))])
+        .await
+        .unwrap();
+    assert!(named.is_empty());
+}
+
+#[test]
+fn bastion_boots_gets_a_floating_ip_and_goes_when_disabled() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let name = unique("bst");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(yaml.clone());
+        let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let check = checker(&yaml);
+        let scope = scope(&name);
+        let mut osc = cluster(&name, spec("10.81.0.0/24"));
+
+        converge(&infra, &scope, &mut osc, &id).await.unwrap();
+        let status = osc.status.clone().unwrap();
+        assert!(status.ready);
+        let b = status.bastion.clone().expect("status.bastion");
+        assert_eq!(b.name.as_deref(), Some(names.bastion_name().as_str()));
+        assert_eq!(b.state.as_deref(), Some("ACTIVE"));
+        let server = check
+            .compute
+            .server(b.id.as_deref().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(server.status, "ACTIVE");
+        assert_eq!(server.name, names.bastion_name());
+        assert_eq!(bastion_servers(&check, &names).await, 1);
+
+        let port_id = b.resources.as_ref().unwrap().ports[0].id.clone();
+        let port: net::Port = check.network.get(&port_id).await.unwrap();
+        assert_eq!(port.device_id, server.id);
+        assert_eq!(port.network_id, status.network.as_ref().unwrap().network.id);
+        let sg_id = status.bastion_security_group.clone().unwrap().id;
+        assert_eq!(port.security_groups, vec![sg_id.clone()]);
+        assert_eq!(
+            b.ip.as_deref(),
+            port.fixed_ips.first().map(|f| f.ip_address.as_str())
+        );
+        let fips = bastion_fips(&check, &names).await;
+        assert_eq!(fips.len(), 1);
+        assert_eq!(fips[0].port_id.as_deref(), Some(port_id.as_str()));
+        assert_eq!(
+            b.floating_ip.as_deref(),
+            Some(fips[0].floating_ip_address.as_str())
+        );
+
+        // A second run changes nothing.
+        converge(&infra, &scope, &mut osc, &id).await.unwrap();
+        assert_eq!(bastion_servers(&check, &names).await, 1);
+        assert_eq!(bastion_fips(&check, &names).await.len(), 1);
+
+        // Disable: server, floating IP, port and bastion group go.
+        osc.spec.bastion.as_mut().unwrap().enabled = Some(false);
+        converge(&infra, &scope, &mut osc, &id).await.unwrap();
+        let status = osc.status.clone().unwrap();
+        assert!(status.bastion.is_none());
+        assert!(status.bastion_security_group.is_none());
+        assert!(check
+            .compute
+            .server(&server.id)
+            .await
+            .unwrap_err()
+            .is_not_found());
+        assert!(check
+            .network
+            .get::<net::Port>(&port_id)
+            .await
+            .unwrap_err()
+            .is_not_found());
+        assert!(bastion_fips(&check, &names).await.is_empty());
+        let groups: Vec<net::SecurityGroup> = check
+            .network
+            .list(&[(
+                "name",
+                names.security_group_name(SecurityGroupRole::Bastion),
+            )])
+            .await
+            .unwrap();
+        assert!(groups.is_empty());
+
+        // Enable again, then delete the whole cluster with the bastion up.
+        osc.spec.bastion = Some(bastion());
+        converge(&infra, &scope, &mut osc, &id).await.unwrap();
+        assert_eq!(bastion_servers(&check, &names).await, 1);
+        delete(&infra, &scope, &osc, &id).await;
+        expect_nothing_left(&check, &names).await;
+    });
+}
+
+#[test]
+fn a_crash_after_the_server_create_boots_no_second_bastion() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let name = unique("bstcrash");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(yaml.clone());
+        let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let check = checker(&yaml);
+        let scope = scope(&name);
+        let mut osc = cluster(&name, spec("10.82.0.0/24"));
+        // Status is never written: each pass starts from nothing and dies at
+        // its first status write, i.e. right after its first create.
+        let mut crashes = 0;
+        let mut done = false;
+        for _ in 0..60 {
+            let sink = MemSink {
+                fail_first: true,
+                ..Default::default()
+            };
+            match infra.reconcile(&scope, &osc, &id, &sink).await {
+                Err(InfraError::Sink(_)) => crashes += 1,
+                Ok(o) if o.requeue_after.is_none() => {
+                    done = true;
+                    break;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                Err(InfraError::Transient { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(300)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(done, "never converged");
+        // Network, subnet, router, 3 groups, bastion port, server, 2 FIPs.
+        assert!(crashes >= 8, "only {crashes} simulated crashes");
+        assert!(osc.status.is_none());
+        assert_eq!(bastion_servers(&check, &names).await, 1);
+        assert_eq!(bastion_fips(&check, &names).await.len(), 1);
+        let ports: Vec<net::Port> = check
+            .network
+            .list(&[("name", format!("{}-0", names.bastion_name()))])
+            .await
+            .unwrap();
+        assert_eq!(ports.len(), 1);
+        converge(&infra, &scope, &mut osc, &id).await.unwrap();
+        assert_eq!(bastion_servers(&check, &names).await, 1);
+        delete(&infra, &scope, &osc, &id).await;
+        expect_nothing_left(&check, &names).await;
+    });
+}
+
+#[test]
+fn an_unknown_load_balancer_flavor_is_a_user_error() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let name = unique("lbflv");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(yaml.clone());
+        let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let check = checker(&yaml);
+        let scope = scope(&name);
+        let mut s = spec("10.83.0.0/24");
+        s.bastion = None;
+        s.api_server_load_balancer = Some(ApiServerLoadBalancer {
+            flavor: Some("no-such-flavor".into()),
+            ..Default::default()
+        });
+        let mut osc = cluster(&name, s);
+        let (reason, message) = converge(&infra, &scope, &mut osc, &id)
+            .await
+            .expect_err("an unknown flavor must fail");
+        assert_eq!(reason, "LoadBalancerFlavorNotFound", "{message}");
+        let status = osc.status.clone().unwrap();
+        assert_eq!(
+            status.failure_reason.as_deref(),
+            Some("LoadBalancerFlavorNotFound")
+        );
+        delete(&infra, &scope, &osc, &id).await;
+        expect_nothing_left(&check, &names).await;
+    });
+}
