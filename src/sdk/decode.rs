@@ -45,8 +45,34 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// Only the two fields checked before the rest; every other field is skipped unread.
+#[derive(serde::Deserialize)]
+struct Header<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+}
+
 /// Decodes the body of a `hook` request, checking `apiVersion` and `kind` first.
+///
+/// A well-formed request goes straight from bytes to `T` (after a cheap scan for the
+/// two header fields); anything else takes the slow path through a `Value`, which is
+/// what names the problem. Both paths accept exactly the same bodies.
 pub fn decode<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, DecodeError> {
+    let fast = serde_json::from_slice::<Header>(body).ok().filter(|h| {
+        h.api_version.as_deref() == Some(API_VERSION)
+            && h.kind.as_deref() == Some(hook.request_kind().as_str())
+    });
+    if fast.is_some() {
+        if let Ok(t) = serde_json::from_slice::<T>(body) {
+            return Ok(t);
+        }
+    }
+    decode_slow(hook, body)
+}
+
+fn decode_slow<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, DecodeError> {
     let kind = hook.request_kind();
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(DecodeError::Empty { kind });
@@ -86,6 +112,52 @@ mod tests {
 
     fn dec(body: &str) -> Result<BeforeUpgradeRequest, DecodeError> {
         decode(Hook::BeforeClusterUpgrade, body.as_bytes())
+    }
+
+    #[test]
+    fn fast_and_slow_paths_agree() {
+        let api = API_VERSION;
+        let k = "BeforeClusterUpgradeRequest";
+        let cluster = r#"{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","metadata":{"name":"c","namespace":"n"},"spec":{}}"#;
+        let bodies = [
+            format!(
+                r#"{{"apiVersion":"{api}","kind":"{k}","cluster":{cluster},"fromKubernetesVersion":"v1.32.0","toKubernetesVersion":"v1.33.0"}}"#
+            ),
+            // Duplicate keys: the last one wins on both paths.
+            format!(
+                r#"{{"apiVersion":"v1","apiVersion":"{api}","kind":"{k}","cluster":{cluster},"fromKubernetesVersion":"v1.32.0","toKubernetesVersion":"v1.33.0","toKubernetesVersion":"v1.34.0"}}"#
+            ),
+            format!(
+                r#"{{"apiVersion":"{api}","kind":"{k}","cluster":{cluster},"fromKubernetesVersion":1}}"#
+            ),
+            format!(r#"{{"apiVersion":"{api}","kind":"{k}"}}"#),
+            format!(
+                r#"{{"apiVersion":"{api}","kind":"{k}","cluster":{cluster},"fromKubernetesVersion":"v1.32.0","toKubernetesVersion":"v1.33.0"}} x"#
+            ),
+            format!(r#"{{"apiVersion":"{api}","kind":7}}"#),
+        ];
+        for body in &bodies {
+            let fast: Result<BeforeUpgradeRequest, _> =
+                decode(Hook::BeforeClusterUpgrade, body.as_bytes());
+            let slow: Result<BeforeUpgradeRequest, _> =
+                decode_slow(Hook::BeforeClusterUpgrade, body.as_bytes());
+            assert_eq!(fast.is_ok(), slow.is_ok(), "{body}");
+            match (fast, slow) {
+                (Ok(a), Ok(b)) => assert_eq!(
+                    serde_json::to_value(&a).unwrap(),
+                    serde_json::to_value(&b).unwrap(),
+                    "{body}"
+                ),
+                (Err(a), Err(b)) => assert_eq!(a, b, "{body}"),
+                _ => unreachable!(),
+            }
+        }
+        let first: BeforeUpgradeRequest =
+            decode(Hook::BeforeClusterUpgrade, bodies[1].as_bytes()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&first).unwrap()["toKubernetesVersion"],
+            "v1.34.0"
+        );
     }
 
     #[test]
