@@ -7,7 +7,7 @@ use std::sync::Arc;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::error::OsError;
 use super::session::Session;
@@ -161,62 +161,36 @@ impl Octavia {
     }
 }
 
-fn decode<T: DeserializeOwned>(v: Option<Value>, key: &str, path: &str) -> Result<T, OsError> {
-    let inner = v.and_then(|mut v| v.get_mut(key).map(Value::take));
-    let err = |message: String| OsError::Decode {
-        service: "load-balancer".into(),
-        path: path.to_owned(),
-        message,
-    };
-    let inner = inner.ok_or_else(|| err(format!("no {key:?} in the response")))?;
-    serde_json::from_value(inner).map_err(|e| err(e.to_string()))
-}
-
 impl LoadBalancing for Octavia {
     async fn list<T: OctaviaResource>(&self, query: &[(&str, String)]) -> Result<Vec<T>, OsError> {
         let path = format!("/v2/lbaas/{}", T::PLURAL);
-        let v = self
-            .session
-            .request(Method::GET, SERVICE, &path, query, None, &vec![])
-            .await?;
-        decode(v, T::PLURAL, &path)
+        self.session
+            .list_wrapped(SERVICE, &path, T::PLURAL, query)
+            .await
     }
 
     async fn get<T: OctaviaResource>(&self, id: &str) -> Result<T, OsError> {
         let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
-        let v = self
-            .session
-            .request(Method::GET, SERVICE, &path, &[], None, &vec![])
-            .await?;
-        decode(v, T::SINGULAR, &path)
+        self.session.get_wrapped(SERVICE, &path, T::SINGULAR).await
     }
 
     async fn create<T: OctaviaResource>(&self, body: Value) -> Result<T, OsError> {
         let path = format!("/v2/lbaas/{}", T::PLURAL);
-        let body = json!({ T::SINGULAR: body });
-        let v = self
-            .session
-            .request(Method::POST, SERVICE, &path, &[], Some(&body), &vec![])
-            .await?;
-        decode(v, T::SINGULAR, &path)
+        self.session
+            .send_wrapped(Method::POST, SERVICE, &path, T::SINGULAR, body)
+            .await
     }
 
     async fn update<T: OctaviaResource>(&self, id: &str, body: Value) -> Result<T, OsError> {
         let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
-        let body = json!({ T::SINGULAR: body });
-        let v = self
-            .session
-            .request(Method::PUT, SERVICE, &path, &[], Some(&body), &vec![])
-            .await?;
-        decode(v, T::SINGULAR, &path)
+        self.session
+            .send_wrapped(Method::PUT, SERVICE, &path, T::SINGULAR, body)
+            .await
     }
 
     async fn delete<T: OctaviaResource>(&self, id: &str) -> Result<(), OsError> {
         let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
-        self.session
-            .request(Method::DELETE, SERVICE, &path, &[], None, &vec![])
-            .await
-            .map(drop)
+        self.session.delete_path(SERVICE, &path).await
     }
 
     async fn delete_load_balancer_cascade(&self, id: &str) -> Result<(), OsError> {

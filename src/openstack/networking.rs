@@ -273,62 +273,36 @@ impl Neutron {
     }
 }
 
-fn decode<T: DeserializeOwned>(v: Option<Value>, key: &str, path: &str) -> Result<T, OsError> {
-    let inner = v.and_then(|mut v| v.get_mut(key).map(Value::take));
-    let err = |message: String| OsError::Decode {
-        service: "network".into(),
-        path: path.to_owned(),
-        message,
-    };
-    let inner = inner.ok_or_else(|| err(format!("no {key:?} in the response")))?;
-    serde_json::from_value(inner).map_err(|e| err(e.to_string()))
-}
-
 impl Networking for Neutron {
     async fn list<T: NeutronResource>(&self, query: &Query<'_>) -> Result<Vec<T>, OsError> {
         let path = format!("/v2.0/{}", T::PLURAL);
-        let v = self
-            .session
-            .request(Method::GET, SERVICE, &path, query, None, &vec![])
-            .await?;
-        decode(v, &T::PLURAL.replace('-', "_"), &path)
+        self.session
+            .list_wrapped(SERVICE, &path, &T::PLURAL.replace('-', "_"), query)
+            .await
     }
 
     async fn get<T: NeutronResource>(&self, id: &str) -> Result<T, OsError> {
         let path = format!("/v2.0/{}/{id}", T::PLURAL);
-        let v = self
-            .session
-            .request(Method::GET, SERVICE, &path, &[], None, &vec![])
-            .await?;
-        decode(v, T::SINGULAR, &path)
+        self.session.get_wrapped(SERVICE, &path, T::SINGULAR).await
     }
 
     async fn create<T: NeutronResource>(&self, body: Value) -> Result<T, OsError> {
         let path = format!("/v2.0/{}", T::PLURAL);
-        let body = json!({ T::SINGULAR: body });
-        let v = self
-            .session
-            .request(Method::POST, SERVICE, &path, &[], Some(&body), &vec![])
-            .await?;
-        decode(v, T::SINGULAR, &path)
+        self.session
+            .send_wrapped(Method::POST, SERVICE, &path, T::SINGULAR, body)
+            .await
     }
 
     async fn update<T: NeutronResource>(&self, id: &str, body: Value) -> Result<T, OsError> {
         let path = format!("/v2.0/{}/{id}", T::PLURAL);
-        let body = json!({ T::SINGULAR: body });
-        let v = self
-            .session
-            .request(Method::PUT, SERVICE, &path, &[], Some(&body), &vec![])
-            .await?;
-        decode(v, T::SINGULAR, &path)
+        self.session
+            .send_wrapped(Method::PUT, SERVICE, &path, T::SINGULAR, body)
+            .await
     }
 
     async fn delete<T: NeutronResource>(&self, id: &str) -> Result<(), OsError> {
         let path = format!("/v2.0/{}/{id}", T::PLURAL);
-        self.session
-            .request(Method::DELETE, SERVICE, &path, &[], None, &vec![])
-            .await
-            .map(drop)
+        self.session.delete_path(SERVICE, &path).await
     }
 
     async fn add_tag<T: NeutronResource>(&self, id: &str, tag: &str) -> Result<(), OsError> {
@@ -378,6 +352,7 @@ pub fn encode_segment(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::openstack::session::unwrap_body;
 
     #[test]
     fn decodes_neutron_bodies() {
@@ -387,16 +362,18 @@ mod tests {
                 "protocol": null, "port_range_min": null, "port_range_max": null,
                 "remote_group_id": null, "remote_ip_prefix": null}]
         }]});
-        let sgs: Vec<SecurityGroup> = decode(Some(v), "security_groups", "/p").unwrap();
+        let sgs: Vec<SecurityGroup> =
+            unwrap_body(SERVICE, Some(v), "security_groups", "/p").unwrap();
         assert_eq!(sgs[0].security_group_rules[0].direction, "egress");
-        let n: Network = decode(
+        let n: Network = unwrap_body(
+            SERVICE,
             Some(json!({"network": {"id": "x", "router:external": true}})),
             "network",
             "/p",
         )
         .unwrap();
         assert!(n.external);
-        assert!(decode::<Network>(Some(json!({})), "network", "/p").is_err());
+        assert!(unwrap_body::<Network>(SERVICE, Some(json!({})), "network", "/p").is_err());
     }
 
     #[test]

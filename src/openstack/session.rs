@@ -548,6 +548,75 @@ pub fn catalog_url(
     None
 }
 
+/// Takes `{"<key>": ...}` out of a response body: the envelope Neutron, Octavia and
+/// Nova wrap every resource and list in.
+pub fn unwrap_body<T: serde::de::DeserializeOwned>(
+    service: &[&str],
+    v: Option<Value>,
+    key: &str,
+    path: &str,
+) -> Result<T, OsError> {
+    let inner = v.and_then(|mut v| v.get_mut(key).map(Value::take));
+    let err = |message: String| OsError::Decode {
+        service: service.first().copied().unwrap_or_default().into(),
+        path: path.to_owned(),
+        message,
+    };
+    let inner = inner.ok_or_else(|| err(format!("no {key:?} in the response")))?;
+    serde_json::from_value(inner).map_err(|e| err(e.to_string()))
+}
+
+/// The resource calls Neutron and Octavia share: a collection at `collection`, lists
+/// under the `plural` key, one resource as `{"<singular>": ...}` both ways.
+impl Session {
+    pub async fn list_wrapped<T: serde::de::DeserializeOwned>(
+        &self,
+        service: &[&str],
+        collection: &str,
+        plural: &str,
+        query: &[(&str, String)],
+    ) -> Result<Vec<T>, OsError> {
+        let v = self
+            .request(Method::GET, service, collection, query, None, &vec![])
+            .await?;
+        unwrap_body(service, v, plural, collection)
+    }
+
+    pub async fn get_wrapped<T: serde::de::DeserializeOwned>(
+        &self,
+        service: &[&str],
+        path: &str,
+        singular: &str,
+    ) -> Result<T, OsError> {
+        let v = self
+            .request(Method::GET, service, path, &[], None, &vec![])
+            .await?;
+        unwrap_body(service, v, singular, path)
+    }
+
+    /// POST (create) or PUT (update) of one resource.
+    pub async fn send_wrapped<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        service: &[&str],
+        path: &str,
+        singular: &str,
+        body: Value,
+    ) -> Result<T, OsError> {
+        let body = json!({ singular: body });
+        let v = self
+            .request(method, service, path, &[], Some(&body), &vec![])
+            .await?;
+        unwrap_body(service, v, singular, path)
+    }
+
+    pub async fn delete_path(&self, service: &[&str], path: &str) -> Result<(), OsError> {
+        self.request(Method::DELETE, service, path, &[], None, &vec![])
+            .await
+            .map(drop)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
