@@ -8,11 +8,12 @@
 
 #[path = "support/cloud.rs"]
 mod cloud;
+#[path = "support/infra.rs"]
+mod infra;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
+use infra::{runtime, unique, MemSink};
 use stackhook::infra::api::cluster::{
     ApiServerLoadBalancer, Bastion, ManagedSecurityGroups, SubnetSpec,
 };
@@ -21,45 +22,16 @@ use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
 use stackhook::infra::api::types::{
     ApiEndpoint, ImageFilter, ImageParam, OpenStackIdentityReference,
 };
-use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus};
+use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::seam::{
-    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
+    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
 };
 use stackhook::openstack::compute::Compute;
 use stackhook::openstack::networking::{self as net, Networking};
-use stackhook::openstack::{Clients, CloudConfig};
+use stackhook::openstack::Clients;
 
 const NAMESPACE: &str = "sh-bastion";
-
-/// Status writes kept in memory; optionally every pass's first write fails,
-/// as a crash between a create and its status write would.
-#[derive(Default)]
-struct MemSink {
-    saved: Mutex<Option<OpenStackClusterStatus>>,
-    writes: AtomicUsize,
-    fail_first: bool,
-}
-
-impl StatusSink for MemSink {
-    async fn save(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
-        let n = self.writes.fetch_add(1, Ordering::SeqCst);
-        if self.fail_first && n == 0 {
-            return Err(SinkError("simulated crash before the status write".into()));
-        }
-        *self.saved.lock().unwrap() = Some(status.clone());
-        Ok(())
-    }
-}
-
-fn unique(prefix: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 fn identity(clouds_yaml: Vec<u8>) -> IdentitySecret {
     IdentitySecret {
@@ -126,16 +98,7 @@ fn scope(name: &str) -> ClusterScope {
 }
 
 fn checker(clouds_yaml: &[u8]) -> Clients {
-    let config = CloudConfig::from_clouds_yaml(clouds_yaml, cloud::MEMBER, None).unwrap();
-    Clients::new(config, None).unwrap()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    infra::checker(clouds_yaml, cloud::MEMBER)
 }
 
 /// Runs passes until one asks for no requeue, or returns the first User error.

@@ -11,13 +11,16 @@
 
 #[path = "support/cloud.rs"]
 mod cloud;
+#[path = "support/infra.rs"]
+mod infra;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use infra::{runtime, unique, MemSink};
 use stackhook::infra::api::cluster::{
     ApiServerLoadBalancer, ManagedSecurityGroups, RuleDirection, SecurityGroupRuleSpec, SubnetSpec,
 };
@@ -26,45 +29,16 @@ use stackhook::infra::api::extensions::{
 };
 use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
 use stackhook::infra::api::types::{is_condition_true, ApiEndpoint, OpenStackIdentityReference};
-use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus};
+use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::seam::{
-    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
+    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
 };
 use stackhook::openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook::openstack::networking::{self as net, Networking};
 use stackhook::openstack::{CallCounts, Clients, CloudConfig};
 
 const NAMESPACE: &str = "sh-test";
-
-/// Status writes kept in memory; optionally fails the first write of
-/// every pass, as a crash between a create and its status write would.
-#[derive(Default)]
-struct MemSink {
-    saved: Mutex<Option<OpenStackClusterStatus>>,
-    writes: AtomicUsize,
-    fail_first: bool,
-}
-
-impl StatusSink for MemSink {
-    async fn save(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
-        let n = self.writes.fetch_add(1, Ordering::SeqCst);
-        if self.fail_first && n == 0 {
-            return Err(SinkError("simulated crash before the status write".into()));
-        }
-        *self.saved.lock().unwrap() = Some(status.clone());
-        Ok(())
-    }
-}
-
-fn unique(prefix: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 fn identity(clouds_yaml: Vec<u8>, name: &str) -> IdentitySecret {
     IdentitySecret {
@@ -196,8 +170,7 @@ async fn delete(
 
 /// An independent client for checks (own session, own counters).
 fn checker(clouds_yaml: &[u8]) -> Clients {
-    let config = CloudConfig::from_clouds_yaml(clouds_yaml, cloud::MEMBER, None).unwrap();
-    Clients::new(config, None).unwrap()
+    infra::checker(clouds_yaml, cloud::MEMBER)
 }
 
 /// Resources of the cluster by kind: tagged with its owner tag, plus load
@@ -277,14 +250,6 @@ fn bench(phase: &str, passes: usize, c: CallCounts) {
         "BENCH {phase}: passes={passes} reads={} writes={} auths={} retries={}",
         c.reads, c.writes, c.auths, c.retries
     );
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 #[test]
