@@ -11,7 +11,10 @@ DURATION=${1:-10}
 CONNS=${2:-32}
 THREADS=${THREADS:-1}  # one wrk thread leaves the server most of the 2nd core
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --bin stackhook --bench floor >/dev/null 2>&1 || cargo build --release --bin stackhook --bench floor
+# SKIP_BUILD=1 uses the binaries already built (e.g. while other builds are paused).
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cargo build --release --bin stackhook --bench floor >/dev/null 2>&1 || cargo build --release --bin stackhook --bench floor
+fi
 TARGET=${CARGO_TARGET_DIR:-target}
 FLOOR=$(ls -t "$TARGET"/release/deps/floor-* | grep -v '\.d$' | head -1)
 WORK=$(mktemp -d)

@@ -1,9 +1,28 @@
 -- POSTs the file named by $BODY_FILE with no Content-Type, as CAPI does.
+-- CAPI gives every GeneratePatches item a fresh UID on each call, so each request gets
+-- its own item UIDs (the "uid" right before a "holderReference"), cycling through
+-- $UID_VARIANTS precomputed bodies (default 1000; 1 sends the file unchanged).
 local f = assert(io.open(os.getenv("BODY_FILE"), "rb"))
-wrk.method = "POST"
-wrk.body = f:read("*a")
+local body = f:read("*a")
 f:close()
+wrk.method = "POST"
 wrk.headers["Content-Type"] = nil
+
+local variants = tonumber(os.getenv("UID_VARIANTS") or "1000")
+local bodies = {}
+for v = 1, variants do
+  local n = 0
+  bodies[v] = body:gsub('"uid":(%s*)"[^"]*"(,%s*"holderReference")', function(sp, rest)
+    n = n + 1
+    return string.format('"uid":%s"%08x-0000-4000-8000-%012x"%s', sp, v, n, rest)
+  end)
+end
+
+local counter = 0
+request = function()
+  counter = counter % variants + 1
+  return wrk.format(nil, nil, nil, bodies[counter])
+end
 
 done = function(summary, latency, requests)
   io.write(string.format("RESULT rps=%.0f p50_ms=%.3f p99_ms=%.3f errors=%d non2xx=%d\n",

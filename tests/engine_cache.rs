@@ -145,3 +145,20 @@ fn failures_are_not_stored_and_duplicate_uids_are_not_cached() {
         "not even looked up"
     );
 }
+
+#[test]
+fn items_in_another_order_hit_the_cache() {
+    // CAPI lists MachineDeployments in Go map order, which changes between reconciles.
+    let plain = PackEngine::embedded().unwrap();
+    let cached = PackEngine::embedded().unwrap().with_patch_cache(16);
+    let first = request(&body());
+    cached.generate_patches(HANDLER, &first);
+
+    let mut shuffled = with_fresh_uids(&body(), 4);
+    shuffled["items"].as_array_mut().unwrap().reverse();
+    let req = request(&shuffled);
+    let got = cached.generate_patches(HANDLER, &req);
+    assert_eq!(cached.patch_cache().unwrap().stats(), (1, 1), "a hit");
+    assert_eq!(got, plain.generate_patches(HANDLER, &req));
+    assert!(!got.items.is_empty());
+}

@@ -315,3 +315,77 @@ async fn the_load_benchmark_body_is_answered() {
         );
     }
 }
+
+/// CAPI resends an unchanged Cluster's request with fresh UIDs and MachineDeployments
+/// in another order on every reconcile: the server answers those from its patch cache
+/// (read off the body, compact as Go writes it, or indented), with this request's UIDs,
+/// exactly as a server without the cache computes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_request_is_answered_from_the_cache_with_its_own_uids() {
+    let cached = Server::start(&["--capi-version", "1.14"]);
+    let plain = Server::start(&["--capi-version", "1.14", "--patch-cache-entries", "0"]);
+    let cc = client(cached.ca_pem.as_ref().unwrap(), Proto::H1);
+    let pc = client(plain.ca_pem.as_ref().unwrap(), Proto::H1);
+    let base: Value = serde_json::from_slice(
+        &std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("benches/bodies/generate-patches-12.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let path = format!("{PREFIX}/generatepatches/openstack-generate-patches");
+    for round in 0..4 {
+        let mut req = base.clone();
+        let items = req["items"].as_array_mut().unwrap();
+        for (i, item) in items.iter_mut().enumerate() {
+            item["uid"] = json!(format!("00000000-0000-4000-8000-{round:06}{i:06}"));
+        }
+        items.rotate_left(round * 5 % 12);
+        let bytes = if round % 2 == 0 {
+            serde_json::to_vec(&req).unwrap()
+        } else {
+            serde_json::to_vec_pretty(&req).unwrap()
+        };
+        let (_, _, got) = server::post_raw(&cc, &cached.url(&path), bytes.clone()).await;
+        let (_, _, want) = server::post_raw(&pc, &plain.url(&path), bytes).await;
+        let got: Value = serde_json::from_slice(&got).unwrap();
+        let want: Value = serde_json::from_slice(&want).unwrap();
+        assert_eq!(got["status"], "Success", "{got}");
+        assert_eq!(got, want, "round {round}");
+        for item in got["items"].as_array().unwrap() {
+            let uid = item["uid"].as_str().unwrap();
+            assert!(
+                uid.contains(&format!("-{round:06}")),
+                "{uid} in round {round}"
+            );
+        }
+    }
+    // Rounds 2 and 3 have the same bytes as 0 and 1 but for UIDs and order.
+    let mut logs = Vec::new();
+    for _ in 0..50 {
+        logs.extend(cached.drain_logs());
+        if logs
+            .iter()
+            .filter(|l| l["hook"] == "GeneratePatches")
+            .count()
+            >= 4
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let details: Vec<&str> = logs
+        .iter()
+        .filter(|l| l["hook"] == "GeneratePatches")
+        .map(|l| l["detail"].as_str().unwrap_or(""))
+        .collect();
+    let hit = "answered from the patch cache";
+    assert_eq!(details, ["", "", hit, hit], "{logs:?}");
+    assert!(
+        logs.iter()
+            .filter(|l| l["hook"] == "GeneratePatches")
+            .all(|l| l["cluster_name"] == "prod1" && l["cluster_namespace"] == "team-a"),
+        "{logs:?}"
+    );
+}

@@ -2,6 +2,7 @@
 //!
 //! The server only knows the [`PatchEngine`] trait; what a patch is lives behind it.
 
+use crate::sdk::fingerprint::Fingerprint;
 use crate::sdk::topology::{
     DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
     GeneratePatchesResponse, ValidateTopologyRequest,
@@ -25,6 +26,27 @@ pub trait PatchEngine: Send + Sync + 'static {
         handler: &str,
         req: &GeneratePatchesRequest,
     ) -> GeneratePatchesResponse;
+    /// An answer already computed for a request with this content, if the engine keeps
+    /// any. The server asks before decoding a request in full; `uids[i]` belongs to the
+    /// item fingerprinted `fp.items[i]`.
+    fn remembered_patches(
+        &self,
+        _handler: &str,
+        _fp: &Fingerprint,
+        _uids: &[&str],
+    ) -> Option<GeneratePatchesResponse> {
+        None
+    }
+    /// [`PatchEngine::generate_patches`] for a request whose fingerprint the caller
+    /// already has, so that an engine that stores answers need not compute it again.
+    fn generate_patches_with(
+        &self,
+        handler: &str,
+        req: &GeneratePatchesRequest,
+        _fp: Option<Fingerprint>,
+    ) -> GeneratePatchesResponse {
+        self.generate_patches(handler, req)
+    }
     fn discover_variables(
         &self,
         handler: &str,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::cache::PatchCache;
 use super::pack::{self, Pack, PackError};
 use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchEngine};
+use crate::sdk::fingerprint::Fingerprint;
 use crate::sdk::topology::{
     DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
     GeneratePatchesResponse, ValidateTopologyRequest,
@@ -116,28 +117,55 @@ impl PatchEngine for PackEngine {
         handler: &str,
         req: &GeneratePatchesRequest,
     ) -> GeneratePatchesResponse {
-        let mut resp = GeneratePatchesResponse {
-            api_version: API_VERSION.to_string(),
-            kind: response_kind(Hook::GeneratePatches),
-            status: ResponseStatus::Success,
-            message: String::new(),
-            items: vec![],
-        };
+        let fp = self
+            .cache
+            .is_some()
+            .then(|| Fingerprint::of_request(req))
+            .flatten();
+        self.generate_patches_with(handler, req, fp)
+    }
+
+    fn remembered_patches(
+        &self,
+        handler: &str,
+        fp: &Fingerprint,
+        uids: &[&str],
+    ) -> Option<GeneratePatchesResponse> {
+        let cache = self.cache.as_deref()?;
+        if is_generic(Hook::GeneratePatches, handler) {
+            return None;
+        }
+        let pack = self.pack(Hook::GeneratePatches, handler)?;
+        let items = cache.get(&PatchCache::key(&pack.name, fp, uids)?, fp, uids)?;
+        Some(GeneratePatchesResponse { items, ..success() })
+    }
+
+    fn generate_patches_with(
+        &self,
+        handler: &str,
+        req: &GeneratePatchesRequest,
+        fp: Option<Fingerprint>,
+    ) -> GeneratePatchesResponse {
         if is_generic(Hook::GeneratePatches, handler) {
             return EmptyEngine.generate_patches(handler, req);
         }
+        let mut resp = success();
         let result = match self.pack(Hook::GeneratePatches, handler) {
             Some(p) => {
-                let cached = self
-                    .cache
-                    .as_deref()
-                    .and_then(|c| PatchCache::key(&p.name, req).map(|k| (c, k)));
-                match cached.as_ref().and_then(|(c, k)| c.get(k, req)) {
+                let uids: Vec<&str> = req.items.iter().map(|i| i.uid.as_str()).collect();
+                let cached = self.cache.as_deref().zip(fp).and_then(|(c, fp)| {
+                    let key = PatchCache::key(&p.name, &fp, &uids)?;
+                    Some((c, key, fp))
+                });
+                match cached
+                    .as_ref()
+                    .and_then(|(c, key, fp)| c.get(key, fp, &uids))
+                {
                     Some(items) => Ok(items),
                     None => {
                         let r = guarded(|| generate::generate(p, req).map_err(|e| e.to_string()));
-                        if let (Ok(items), Some((c, k))) = (&r, cached) {
-                            c.put(k, req, items);
+                        if let (Ok(items), Some((c, key, fp))) = (&r, &cached) {
+                            c.put(*key, fp, &uids, items);
                         }
                         r
                     }
@@ -229,4 +257,14 @@ fn is_generic(hook: Hook, handler: &str) -> bool {
 fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         .unwrap_or_else(|_| Err("internal error while evaluating the pack".to_string()))
+}
+
+fn success() -> GeneratePatchesResponse {
+    GeneratePatchesResponse {
+        api_version: API_VERSION.to_string(),
+        kind: response_kind(Hook::GeneratePatches),
+        status: ResponseStatus::Success,
+        message: String::new(),
+        items: vec![],
+    }
 }

@@ -16,6 +16,7 @@ use crate::sdk::decode::{decode, DecodeError};
 use crate::sdk::discovery::{
     DiscoveryRequest, DiscoveryResponse, ExtensionHandler, GroupVersionHook,
 };
+use crate::sdk::fingerprint::GeneratePatchesWire;
 use crate::sdk::inplace::{
     CanUpdateMachineRequest, CanUpdateMachineResponse, CanUpdateMachineSetRequest,
     CanUpdateMachineSetResponse, UpdateMachineRequest,
@@ -249,12 +250,28 @@ impl App {
                 ))
             }
             Hook::GeneratePatches => {
+                // An unchanged Cluster's request is answered from its fingerprint alone,
+                // read off the body without building the objects.
+                let wire = GeneratePatchesWire::read(body);
+                let fp = wire.as_ref().map(GeneratePatchesWire::fingerprint);
+                if let (Some(wire), Some(fp)) = (&wire, &fp) {
+                    let uids: Vec<&str> = wire.items.iter().map(|i| i.uid.as_ref()).collect();
+                    if let Some(resp) = self.engine.remembered_patches(handler, fp, &uids) {
+                        return Ok(encode(
+                            &resp,
+                            resp.status,
+                            "answered from the patch cache".to_string(),
+                            wire.cluster(),
+                        ));
+                    }
+                }
+                drop(wire);
                 let req: GeneratePatchesRequest = decode(hook, body)?;
                 let cluster = cluster_of_variables(
                     &req.variables,
                     req.items.iter().map(|i| &i.holder_reference),
                 );
-                let resp = self.engine.generate_patches(handler, &req);
+                let resp = self.engine.generate_patches_with(handler, &req, fp);
                 Ok(encode(&resp, resp.status, resp.message.clone(), cluster))
             }
             Hook::ValidateTopology => {
