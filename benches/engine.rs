@@ -13,6 +13,7 @@ use stackhook::engine::clusterclass::{Cluster, ClusterClass};
 use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::render::{self, Inputs, Templates};
 use stackhook::sdk::decode::decode;
+use stackhook::sdk::fingerprint::GeneratePatchesWire;
 use stackhook::sdk::topology::GeneratePatchesRequest;
 use stackhook::sdk::{Hook, ResponseStatus};
 
@@ -54,17 +55,37 @@ fn benches(c: &mut Criterion) {
             b.iter(|| engine.generate_patches(handler, black_box(&req)))
         });
     }
+    // What the server does with a request it has not answered before: read the body
+    // once (parts as raw text), fingerprint it, build the typed request from the parts,
+    // run the engine, encode.
     c.bench_function(
         "generate-patches-12/openstack-generate-patches/decode+engine+encode",
         |b| {
             b.iter(|| {
-                let req: GeneratePatchesRequest =
-                    decode(Hook::GeneratePatches, black_box(&body)).expect("request");
-                let resp = engine.generate_patches("openstack-generate-patches", &req);
+                let wire = GeneratePatchesWire::read(black_box(&body)).expect("wire");
+                let fp = wire.fingerprint();
+                let req = wire.to_request().expect("request");
+                let resp =
+                    engine.generate_patches_with("openstack-generate-patches", &req, Some(fp));
                 serde_json::to_vec(&resp).expect("encode")
             })
         },
     );
+    // The two halves of a cache hit on the server: finding the fingerprint in the body,
+    // and the lookup that re-addresses the stored answer.
+    c.bench_function("generate-patches-12/read+fingerprint", |b| {
+        b.iter(|| {
+            let wire = GeneratePatchesWire::read(black_box(&body)).expect("wire");
+            wire.fingerprint()
+        })
+    });
+    // The floor server's work on the same body, for scale.
+    c.bench_function("generate-patches-12/floor: parse to Value + encode", |b| {
+        b.iter(|| {
+            let v: serde_json::Value = serde_json::from_slice(black_box(&body)).expect("json");
+            serde_json::to_vec(&v).expect("encode")
+        })
+    });
 
     // A reconcile of an unchanged Cluster: the same request with fresh UIDs, answered
     // from the cache (the UIDs are swapped on every call so it is never the same body).

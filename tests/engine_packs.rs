@@ -31,6 +31,8 @@ fn patch_rules_of_the_capi_webhook() {
     let expected = [
         r#"patches.yaml:15: patches[0].definitions[0].selector.matchResources.machineDeploymentClass.names[0]: "a*b" is not a class name or glob: at most one "*", only at the start or the end"#,
         r#"patches.yaml:17: patches[0].definitions[0].jsonPatches[0].op: unsupported op "move": supported values: "add", "remove", "replace""#,
+        // `~2` is no JSON pointer escape.
+        r#"patches.yaml:20: patches[0].definitions[0].jsonPatches[1].path: not a JSON pointer: json pointer failed to parse; the first token in the partial-pointer starting at offset 16 is malformed"#,
         r#"patches.yaml:20: patches[0].definitions[0].jsonPatches[1].path: jsonPatch path must start with "/spec/""#,
         r#"patches.yaml:23: patches[0].definitions[0].jsonPatches[2].path: arrays can only be accessed using "0" (prepend) or "-" (append)"#,
         r#"patches.yaml:26: patches[0].definitions[0].jsonPatches[3].path: elements in arrays can not be accessed in a replace operation"#,

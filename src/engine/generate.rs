@@ -11,7 +11,10 @@
 //! - items are processed and returned in an order independent of the request's
 //!   (random) item order and uids, so the response and any message are deterministic.
 
-use serde_json::{json, Map, Value};
+use std::cell::OnceCell;
+
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
+use serde_json::{Map, Value};
 
 use super::pack::{Op, Pack, PatchValue};
 use super::selector;
@@ -85,7 +88,7 @@ pub fn generate_only(
     only: Option<usize>,
     req: &GeneratePatchesRequest,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
-    let globals = defaulted(pack, &req.variables, true);
+    let globals = variables::merge_owned(defaulted(pack, &req.variables, true));
     let mut out = Vec::new();
     for i in stable_order(&req.items, |it| (&it.holder_reference, &it.object)) {
         let item = &req.items[i];
@@ -93,7 +96,7 @@ pub fn generate_only(
         if ops.is_empty() {
             continue;
         }
-        let bytes = serde_json::to_vec(&Value::Array(ops))
+        let bytes = serde_json::to_vec(&ops)
             .map_err(|e| GenerateError(format!("pack {:?}: encoding patch: {e}", pack.name)))?;
         out.push(GeneratePatchesResponseItem {
             uid: item.uid.clone(),
@@ -104,23 +107,103 @@ pub fn generate_only(
     Ok(out)
 }
 
-/// The JSON patch ops of every patch of the pack for one item, each checked by
-/// applying it to the template as changed by the ops before it.
+/// The variables one item's patches see: the request's (shared, never copied) under
+/// the item's own, with `builtin` deep-merged. The merged `builtin`, and the whole set
+/// as one object for templates, are built only if a patch asks for them.
+struct Scope<'a> {
+    globals: &'a Map<String, Value>,
+    item: Map<String, Value>,
+    builtin: OnceCell<Option<Value>>,
+    all: OnceCell<Value>,
+}
+
+impl<'a> Scope<'a> {
+    fn new(
+        pack: &Pack,
+        globals: &'a Map<String, Value>,
+        item: &GeneratePatchesRequestItem,
+    ) -> Self {
+        Scope {
+            globals,
+            item: variables::merge_owned(defaulted(pack, &item.variables, false)),
+            builtin: OnceCell::new(),
+            all: OnceCell::new(),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Value> {
+        if name == variables::BUILTIN {
+            if let Some(own) = self.item.get(name) {
+                return self
+                    .builtin
+                    .get_or_init(|| {
+                        let mut merged = self.globals.get(name).cloned()?;
+                        variables::deep_merge(&mut merged, own);
+                        Some(merged)
+                    })
+                    .as_ref()
+                    .or(Some(own));
+            }
+        }
+        self.item.get(name).or_else(|| self.globals.get(name))
+    }
+
+    fn all(&self) -> &Value {
+        self.all.get_or_init(|| {
+            let mut m = self.globals.clone();
+            for (k, v) in &self.item {
+                if let Some(merged) = self.get(k) {
+                    m.insert(k.clone(), merged.clone());
+                } else {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+            Value::Object(m)
+        })
+    }
+}
+
+/// The JSON patch ops of every patch of the pack for one item, checked by applying
+/// them in order to a copy of the template, as CAPI will.
 fn item_ops(
     pack: &Pack,
     only: Option<usize>,
-    globals: &[Variable],
+    globals: &Map<String, Value>,
     item: &GeneratePatchesRequestItem,
-) -> Result<Vec<Value>, GenerateError> {
-    let item_vars = variables::merge(&[], &item.variables);
-    let mut merged: Option<(Map<String, Value>, Value)> = None;
-    let mut working: Option<Value> = None;
+) -> Result<Vec<PatchOperation>, GenerateError> {
+    let own_builtin = item
+        .variables
+        .iter()
+        .rev()
+        .find(|v| v.name == variables::BUILTIN)
+        .map(|v| &v.value);
+    let mut scope: Option<Scope> = None;
     let mut ops = Vec::new();
+    // (patch, definition, jsonPatch) of each op, to name the one CAPI would fail on.
+    let mut places: Vec<(usize, usize, usize)> = Vec::new();
+    let fail = |index: usize, place: String, problem: String| {
+        GenerateError(format!(
+            "pack {:?} patch {:?}{place} on {}: {problem}",
+            pack.name,
+            pack.patches
+                .get(index)
+                .map(|p| p.name.as_str())
+                .unwrap_or(""),
+            describe(item)
+        ))
+    };
+    let place = |d: usize, j: usize, jp: &super::pack::JsonPatch| {
+        format!(
+            " definitions[{d}].jsonPatches[{j}] ({} {})",
+            jp.op.as_str(),
+            jp.path
+        )
+    };
     for (index, patch) in pack.patches.iter().enumerate() {
         if only.is_some_and(|o| o != index) {
             continue;
         }
-        let matching: Vec<(usize, &super::pack::Definition)> = patch
+        let mut matching = patch
             .definitions
             .iter()
             .enumerate()
@@ -129,67 +212,73 @@ fn item_ops(
                     &d.selector,
                     &item.holder_reference,
                     &item.object,
-                    &item_vars,
+                    own_builtin,
                 )
             })
-            .collect();
-        if matching.is_empty() {
+            .peekable();
+        if matching.peek().is_none() {
             continue;
         }
-        let (var_map, vars) = &*merged.get_or_insert_with(|| {
-            let m = variables::merge(globals, &defaulted(pack, &item.variables, false));
-            let v = Value::Object(m.clone());
-            (m, v)
-        });
-        let fail = |place: &str, problem: String| {
-            GenerateError(format!(
-                "pack {:?} patch {:?}{place} on {}: {problem}",
-                pack.name,
-                patch.name,
-                describe(item)
-            ))
-        };
+        let scope = &*scope.get_or_insert_with(|| Scope::new(pack, globals, item));
         if let Some(cond) = &patch.enabled_if {
             let on = cond
-                .render_enabled(vars)
-                .map_err(|e| fail(" enabledIf", e.to_string()))?;
+                .render_enabled(scope.all())
+                .map_err(|e| fail(index, " enabledIf".into(), e.to_string()))?;
             if !on {
                 continue;
             }
         }
         for (d, def) in matching {
             for (j, jp) in def.json_patches.iter().enumerate() {
-                let place = format!(
-                    " definitions[{d}].jsonPatches[{j}] ({} {})",
-                    jp.op.as_str(),
-                    jp.path
-                );
-                let op = match (&jp.op, &jp.value) {
-                    (Op::Remove, _) => json!({"op": "remove", "path": jp.path}),
-                    (op, Some(v)) => {
-                        let value = match v {
-                            PatchValue::Literal(v) => v.clone(),
-                            PatchValue::Variable(name) => variables::lookup(var_map, name)
-                                .cloned()
-                                .map_err(|e: VariableError| fail(&place, e.to_string()))?,
-                            PatchValue::Template(t) => t
-                                .render_value(vars)
-                                .map_err(|e| fail(&place, e.to_string()))?,
-                        };
-                        json!({"op": op.as_str(), "path": jp.path, "value": value})
-                    }
-                    (_, None) => return Err(fail(&place, "no value".into())),
+                let value = match &jp.value {
+                    _ if jp.op == Op::Remove => None,
+                    Some(PatchValue::Literal(v)) => Some(v.clone()),
+                    Some(PatchValue::Variable(name)) => Some(
+                        variables::lookup_in(|n| scope.get(n), name)
+                            .cloned()
+                            .map_err(|e: VariableError| {
+                                fail(index, place(d, j, jp), e.to_string())
+                            })?,
+                    ),
+                    Some(PatchValue::Template(t)) => Some(
+                        t.render_value(scope.all())
+                            .map_err(|e| fail(index, place(d, j, jp), e.to_string()))?,
+                    ),
+                    None => return Err(fail(index, place(d, j, jp), "no value".into())),
                 };
-                let doc = working.get_or_insert_with(|| item.object.clone());
-                apply_one(doc, &op).map_err(|e| {
-                    fail(
-                        &place,
-                        format!("CAPI could not apply this patch to the template: {e}"),
-                    )
-                })?;
-                ops.push(op);
+                let path = jp.pointer.clone();
+                ops.push(match (jp.op, value) {
+                    (Op::Add, Some(value)) => PatchOperation::Add(AddOperation { path, value }),
+                    (Op::Replace, Some(value)) => {
+                        PatchOperation::Replace(ReplaceOperation { path, value })
+                    }
+                    _ => PatchOperation::Remove(RemoveOperation { path }),
+                });
+                places.push((index, d, j));
             }
         }
+    }
+    if !ops.is_empty() {
+        let mut doc = item.object.clone();
+        // On error the copy may be half-changed; the whole request fails then anyway.
+        json_patch::patch_unsafe(&mut doc, &ops).map_err(|e| {
+            let (index, d, j) = places.get(e.operation).copied().unwrap_or_default();
+            let at = pack
+                .patches
+                .get(index)
+                .and_then(|p| p.definitions.get(d))
+                .and_then(|def| def.json_patches.get(j))
+                .map(|jp| place(d, j, jp))
+                .unwrap_or_default();
+            fail(
+                index,
+                at,
+                format!(
+                    "CAPI could not apply this patch to the template: {}",
+                    e.kind
+                ),
+            )
+        })?;
     }
     Ok(ops)
 }
@@ -223,12 +312,4 @@ fn defaulted(pack: &Pack, vars: &[Variable], add_missing: bool) -> Vec<Variable>
         }
     }
     out
-}
-
-/// Applies one op with RFC 6902 semantics (what CAPI's evanphx/json-patch does).
-fn apply_one(doc: &mut Value, op: &Value) -> Result<(), String> {
-    let patch: json_patch::Patch =
-        serde_json::from_value(Value::Array(vec![op.clone()])).map_err(|e| e.to_string())?;
-    // On error the document may be half-changed; the whole request fails then anyway.
-    json_patch::patch_unsafe(doc, &patch).map_err(|e| e.kind.to_string())
 }

@@ -159,6 +159,8 @@ pub enum PatchValue {
 pub struct JsonPatch {
     pub op: Op,
     pub path: String,
+    /// `path`, parsed once at load.
+    pub pointer: json_patch::jsonptr::PointerBuf,
     /// `None` only for `remove`.
     pub value: Option<PatchValue>,
 }
@@ -585,6 +587,13 @@ fn check_json_patch(
             None
         }
     };
+    let pointer = match json_patch::jsonptr::PointerBuf::parse(rj.path.as_str()) {
+        Ok(ptr) => Some(ptr),
+        Err(e) => {
+            p.add(format!("{place}.path"), format!("not a JSON pointer: {e}"));
+            None
+        }
+    };
     if !rj.path.starts_with("/spec/") {
         p.add(
             format!("{place}.path"),
@@ -649,6 +658,7 @@ fn check_json_patch(
     Some(JsonPatch {
         op: op?,
         path: rj.path,
+        pointer: pointer?,
         value,
     })
 }

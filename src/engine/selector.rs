@@ -1,7 +1,7 @@
 //! Which request items a patch definition's selector picks, following CAPI's inline
 //! JSON patch generator: the template's GVK first, then where the template is held.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::pack::Selector;
 use crate::sdk::topology::HolderReference;
@@ -15,13 +15,13 @@ const CP_MACHINE_INFRA_V1BETA2: &str = "spec.machineTemplate.spec.infrastructure
 const WORKER_BOOTSTRAP_REF: &str = "spec.template.spec.bootstrap.configRef";
 const WORKER_INFRA_REF: &str = "spec.template.spec.infrastructureRef";
 
-/// `item_vars` are the item's own variables (where `builtin.machineDeployment.class`
-/// lives).
+/// `item_builtin` is the item's own `builtin` variable (where
+/// `builtin.machineDeployment.class` lives).
 pub fn matches(
     sel: &Selector,
     holder: &HolderReference,
     object: &Value,
-    item_vars: &Map<String, Value>,
+    item_builtin: Option<&Value>,
 ) -> bool {
     let api_version = object.get("apiVersion").and_then(Value::as_str);
     let kind = object.get("kind").and_then(Value::as_str);
@@ -44,7 +44,7 @@ pub fn matches(
     let worker_ref = fp == WORKER_BOOTSTRAP_REF || fp == WORKER_INFRA_REF;
     if let Some(class) = &m.machine_deployment_class {
         if holder.kind == "MachineDeployment" && worker_ref {
-            if let Some(c) = builtin_class(item_vars, "machineDeployment") {
+            if let Some(c) = builtin_class(item_builtin, "machineDeployment") {
                 if class.names.iter().any(|n| glob_match(n, c)) {
                     return true;
                 }
@@ -53,7 +53,7 @@ pub fn matches(
     }
     if let Some(class) = &m.machine_pool_class {
         if holder.kind == "MachinePool" && worker_ref {
-            if let Some(c) = builtin_class(item_vars, "machinePool") {
+            if let Some(c) = builtin_class(item_builtin, "machinePool") {
                 if class.names.iter().any(|n| glob_match(n, c)) {
                     return true;
                 }
@@ -63,8 +63,8 @@ pub fn matches(
     false
 }
 
-fn builtin_class<'a>(vars: &'a Map<String, Value>, which: &str) -> Option<&'a str> {
-    vars.get("builtin")?.get(which)?.get("class")?.as_str()
+fn builtin_class<'a>(builtin: Option<&'a Value>, which: &str) -> Option<&'a str> {
+    builtin?.get(which)?.get("class")?.as_str()
 }
 
 /// `*` matches all, `prefix*` and `*suffix` test the ends, anything else is exact.

@@ -25,9 +25,23 @@ pub fn merge(global: &[Variable], item: &[Variable]) -> Map<String, Value> {
     out
 }
 
+/// [`merge`] taking the values: no copies.
+pub fn merge_owned(vars: Vec<Variable>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for v in vars {
+        match out.get_mut(&v.name) {
+            Some(existing) if v.name == BUILTIN => deep_merge(existing, &v.value),
+            _ => {
+                out.insert(v.name, v.value);
+            }
+        }
+    }
+    out
+}
+
 /// Objects merge key by key; anything else is replaced (as Go's JSON decoding into
 /// an existing struct does).
-fn deep_merge(into: &mut Value, from: &Value) {
+pub fn deep_merge(into: &mut Value, from: &Value) {
     match (into, from) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in b {
@@ -54,6 +68,14 @@ pub enum VariableError {
 /// Reads `name`, `name.key.key`, `name[0].key[2]` from the merged variables.
 /// Keys containing `.` cannot be addressed, as in CAPI.
 pub fn lookup<'a>(vars: &'a Map<String, Value>, path: &str) -> Result<&'a Value, VariableError> {
+    lookup_in(|name| vars.get(name), path)
+}
+
+/// [`lookup`] over any way of finding a top-level variable by name.
+pub fn lookup_in<'a>(
+    get: impl FnOnce(&str) -> Option<&'a Value>,
+    path: &str,
+) -> Result<&'a Value, VariableError> {
     let bad = |problem: String| VariableError::Path {
         path: path.to_string(),
         problem,
@@ -61,9 +83,7 @@ pub fn lookup<'a>(vars: &'a Map<String, Value>, path: &str) -> Result<&'a Value,
     let mut segments = path.split('.');
     let first = segments.next().unwrap_or_default();
     let (name, indexes) = split_indexes(first).map_err(bad)?;
-    let mut cur = vars
-        .get(name)
-        .ok_or_else(|| VariableError::NotFound(name.to_string()))?;
+    let mut cur = get(name).ok_or_else(|| VariableError::NotFound(name.to_string()))?;
     cur = index_into(cur, name, &indexes).map_err(bad)?;
     for seg in segments {
         let (key, indexes) = split_indexes(seg).map_err(bad)?;

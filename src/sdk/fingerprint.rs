@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use super::topology::GeneratePatchesRequest;
+use super::common::Variable;
+use super::topology::{GeneratePatchesRequest, GeneratePatchesRequestItem};
 use super::{Hook, API_VERSION};
 
 /// A SHA-256 over the request-wide parts, and one over each item.
@@ -105,6 +106,44 @@ impl<'a> GeneratePatchesWire<'a> {
             request: h.finalize().into(),
             items,
         }
+    }
+
+    /// The full request, built from the parts already found; `None` if a part does not
+    /// decode, and the full decoder, which names the problem, should read the body.
+    pub fn to_request(&self) -> Option<GeneratePatchesRequest> {
+        let vars =
+            |raw: &RawValue| -> Option<Vec<Variable>> { serde_json::from_str(raw.get()).ok() };
+        Some(GeneratePatchesRequest {
+            settings: match self.settings {
+                Some(s) => serde_json::from_str(s.get()).ok()?,
+                None => Default::default(),
+            },
+            variables: self
+                .variables
+                .iter()
+                .map(|v| {
+                    Some(Variable {
+                        name: v.name.to_string(),
+                        value: serde_json::from_str(v.value.get()).ok()?,
+                    })
+                })
+                .collect::<Option<_>>()?,
+            items: self
+                .items
+                .iter()
+                .map(|i| {
+                    Some(GeneratePatchesRequestItem {
+                        uid: i.uid.to_string(),
+                        holder_reference: serde_json::from_str(i.holder_reference.get()).ok()?,
+                        object: serde_json::from_str(i.object.get()).ok()?,
+                        variables: match i.variables {
+                            Some(v) => vars(v)?,
+                            None => Vec::new(),
+                        },
+                    })
+                })
+                .collect::<Option<_>>()?,
+        })
     }
 
     /// The Cluster the request is for, from `builtin.cluster` or a Cluster holder.
@@ -229,6 +268,23 @@ mod tests {
             Fingerprint::of_request(&req).expect("fingerprint"),
             wire(BODY).fingerprint()
         );
+    }
+
+    #[test]
+    fn builds_the_request_the_full_decoder_builds() {
+        let full: GeneratePatchesRequest =
+            decode(Hook::GeneratePatches, BODY.as_bytes()).expect("decode");
+        assert_eq!(wire(BODY).to_request(), Some(full));
+        // A part the full decoder rejects is left to it, to name the problem.
+        let bad_holder = BODY.replacen(
+            "\"fieldPath\":\"spec.infrastructureRef\"",
+            "\"fieldPath\":7",
+            1,
+        );
+        assert_ne!(bad_holder, BODY);
+        assert_eq!(wire(&bad_holder).to_request(), None);
+        let bad_settings = BODY.replace("{\"a\":\"b\"}", "{\"a\":1}");
+        assert_eq!(wire(&bad_settings).to_request(), None);
     }
 
     #[test]

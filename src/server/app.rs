@@ -265,8 +265,10 @@ impl App {
                         ));
                     }
                 }
-                drop(wire);
-                let req: GeneratePatchesRequest = decode(hook, body)?;
+                let req: GeneratePatchesRequest = match wire.and_then(|w| w.to_request()) {
+                    Some(req) => req,
+                    None => decode(hook, body)?,
+                };
                 let cluster = cluster_of_variables(
                     &req.variables,
                     req.items.iter().map(|i| &i.holder_reference),
