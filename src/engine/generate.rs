@@ -35,32 +35,21 @@ pub fn stable_order<T>(
     key: impl Fn(&T) -> (&crate::sdk::topology::HolderReference, &Value),
 ) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..items.len()).collect();
-    let sort_key = |i: &usize| {
+    // Keys borrow from the items: sorting copies no strings.
+    idx.sort_by_cached_key(|i: &usize| {
         let (h, obj) = key(&items[*i]);
-        let s = |k: &str| {
-            obj.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
+        let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or_default();
         let name = obj
             .get("metadata")
             .and_then(|m| m.get("name"))
             .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+            .unwrap_or_default();
         (
-            h.kind.clone(),
-            h.namespace.clone(),
-            h.name.clone(),
-            h.field_path.clone(),
-            h.api_version.clone(),
-            s("apiVersion"),
-            s("kind"),
-            name,
+            (h.kind.as_str(), h.namespace.as_str(), h.name.as_str()),
+            (h.field_path.as_str(), h.api_version.as_str()),
+            (s("apiVersion"), s("kind"), name),
         )
-    };
-    idx.sort_by_cached_key(sort_key);
+    });
     idx
 }
 

@@ -37,6 +37,11 @@ pub trait PatchEngine: Send + Sync + 'static {
     ) -> Option<GeneratePatchesResponse> {
         None
     }
+    /// Whether [`PatchEngine::remembered_patches`] can ever answer: if not, the server
+    /// does not fingerprint requests.
+    fn keeps_answers(&self) -> bool {
+        false
+    }
     /// [`PatchEngine::generate_patches`] for a request whose fingerprint the caller
     /// already has, so that an engine that stores answers need not compute it again.
     fn generate_patches_with(

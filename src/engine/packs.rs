@@ -125,6 +125,10 @@ impl PatchEngine for PackEngine {
         self.generate_patches_with(handler, req, fp)
     }
 
+    fn keeps_answers(&self) -> bool {
+        self.cache.is_some()
+    }
+
     fn remembered_patches(
         &self,
         handler: &str,
