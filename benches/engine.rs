@@ -87,24 +87,47 @@ fn benches(c: &mut Criterion) {
         })
     });
 
-    // A reconcile of an unchanged Cluster: the same request with fresh UIDs, answered
-    // from the cache (the UIDs are swapped on every call so it is never the same body).
+    // A reconcile of an unchanged Cluster, as the server sees it: the same body with
+    // fresh item UIDs, read and fingerprinted, answered from the cache, encoded. The
+    // bodies cycle through 64 sets of UIDs prepared beforehand.
     let cached = PackEngine::embedded()
         .expect("embedded packs")
         .with_patch_cache(64);
+    let bodies: Vec<Vec<u8>> = (0..64)
+        .map(|round| {
+            let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+            for (i, item) in v["items"]
+                .as_array_mut()
+                .expect("items")
+                .iter_mut()
+                .enumerate()
+            {
+                item["uid"] = format!("{round:016x}-{i}").into();
+            }
+            serde_json::to_vec(&v).expect("encode")
+        })
+        .collect();
     // The first call computes and stores; every timed call after it is a hit.
-    cached.generate_patches("openstack-generate-patches", &req);
-    let mut fresh = req.clone();
-    let mut round = 0u64;
+    let wire = GeneratePatchesWire::read(&bodies[0]).expect("wire");
+    let first = wire.to_request().expect("request");
+    cached.generate_patches_with(
+        "openstack-generate-patches",
+        &first,
+        Some(wire.fingerprint()),
+    );
+    let mut round = 0usize;
     c.bench_function(
         "generate-patches-12/openstack-generate-patches/cached, new UIDs",
         |b| {
             b.iter(|| {
-                round += 1;
-                for (i, item) in fresh.items.iter_mut().enumerate() {
-                    item.uid = format!("{round:016x}-{i}");
-                }
-                cached.generate_patches("openstack-generate-patches", black_box(&fresh))
+                round = (round + 1) % bodies.len();
+                let wire = GeneratePatchesWire::read(black_box(&bodies[round])).expect("wire");
+                let fp = wire.fingerprint();
+                let uids: Vec<&str> = wire.items.iter().map(|i| i.uid.as_ref()).collect();
+                let resp = cached
+                    .remembered_patches("openstack-generate-patches", &fp, &uids)
+                    .expect("a hit");
+                serde_json::to_vec(&resp).expect("encode")
             })
         },
     );
