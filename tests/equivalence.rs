@@ -515,3 +515,25 @@ fn missing_template_names_the_reference() {
         "{err}"
     );
 }
+
+/// Manifests are read as kubectl reads them (YAML 1.1 scalars): an unquoted `off` is the
+/// boolean false CAPI would store, a quoted one stays a string.
+#[test]
+fn cluster_yaml_is_read_as_kubectl_reads_it() {
+    let with = |value: &str| {
+        cluster_yaml().replace(
+            "    variables:\n    - name: imageName",
+            &format!("    variables:\n    - name: apiServerLoadBalancerEnabled\n      value: {value}\n    - name: imageName"),
+        )
+    };
+    let plain_false = render::render(&inputs(&with("false"), "dev-test.yaml"), &packs()).unwrap();
+    let off = render::render(&inputs(&with("off"), "dev-test.yaml"), &packs()).unwrap();
+    assert_eq!(off, plain_false);
+    assert_eq!(
+        off[0]["spec"]["apiServerLoadBalancer"],
+        json!({"enabled": false})
+    );
+    let docs = render::yaml_documents(&with("'off'")).unwrap();
+    let vars = &docs[0]["spec"]["topology"]["variables"];
+    assert_eq!(vars[0]["value"], json!("off"), "{vars}");
+}

@@ -134,17 +134,10 @@ impl Templates {
     }
 }
 
-/// The documents of a YAML stream, as JSON values; empty documents are skipped.
+/// The documents of a YAML stream, as JSON values, read as kubectl reads them (YAML 1.1
+/// scalars: `yes` is `true`, `010` is 8); empty documents are skipped.
 pub fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
-    use serde::Deserialize;
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc).map_err(|e| e.to_string())?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
+    crate::engine::template::yaml11::yaml_stream_to_json(text)
 }
 
 /// What one render reads.

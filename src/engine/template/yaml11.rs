@@ -285,6 +285,17 @@ enum KeyState {
 
 /// Parse the first YAML document of `text` into JSON.
 pub fn yaml_to_json(text: &str) -> Result<Value, String> {
+    Ok(read(text, false)?.into_iter().next().unwrap_or(Value::Null))
+}
+
+/// Every non-empty document of a `---`-separated stream, as kubectl reads a manifest
+/// file (`sigs.k8s.io/yaml`, so `enabled: yes` is `true` there and here).
+pub fn yaml_stream_to_json(text: &str) -> Result<Vec<Value>, String> {
+    read(text, true)
+}
+
+fn read(text: &str, all: bool) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
     let mut anchors: HashMap<usize, Value> = HashMap::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut result: Option<Value> = None;
@@ -296,13 +307,18 @@ pub fn yaml_to_json(text: &str) -> Result<Value, String> {
         let (value, key_scalar, anchor): (Value, Option<Scalar>, usize) = match ev {
             Event::StreamStart | Event::StreamEnd => continue,
             Event::DocumentStart(..) => {
-                if seen_doc {
+                if seen_doc && !all {
                     break;
                 }
                 seen_doc = true;
                 continue;
             }
             Event::DocumentEnd => {
+                if all {
+                    out.extend(result.take().filter(|v| !v.is_null()));
+                    anchors.clear();
+                    continue;
+                }
                 if result.is_some() || stack.is_empty() {
                     break;
                 }
@@ -432,7 +448,8 @@ pub fn yaml_to_json(text: &str) -> Result<Value, String> {
             },
         }
     }
-    Ok(result.unwrap_or(Value::Null))
+    out.extend(result.filter(|v| !all || !v.is_null()));
+    Ok(out)
 }
 
 fn count(v: &Value) -> usize {
@@ -462,6 +479,25 @@ mod tests {
             Ok(v) => v,
             Err(e) => panic!("{s:?}: {e}"),
         }
+    }
+
+    #[test]
+    fn streams_keep_every_document_with_its_own_anchors() {
+        let docs = yaml_stream_to_json(
+            "a: &x yes\nb: *x\n---\n# only a comment\n---\nc: [on, '010', 010]\n...\n---\n- 1.20\n",
+        )
+        .unwrap();
+        assert_eq!(
+            docs,
+            vec![
+                json!({"a": true, "b": true}),
+                json!({"c": [true, "010", 8]}),
+                json!([1.2]),
+            ]
+        );
+        // An anchor does not reach into the next document.
+        assert!(yaml_stream_to_json("a: &x 1\n---\nb: *x\n").is_err());
+        assert_eq!(yaml_to_json("a: 1\n---\nb: 2\n").unwrap(), json!({"a": 1}));
     }
 
     #[test]
