@@ -537,3 +537,113 @@ fn cluster_yaml_is_read_as_kubectl_reads_it() {
     let vars = &docs[0]["spec"]["topology"]["variables"];
     assert_eq!(vars[0]["value"], json!("off"), "{vars}");
 }
+
+/// What CAPI takes from where: metadata from the ClusterClass's templates as written
+/// (patches to it are dropped), only `spec.template.spec` from the patched templates,
+/// the control plane's own machine-template metadata kept under the topology's, the
+/// cloned-from annotations written last, kubectl's last-applied record not copied, and
+/// no machine template on a control plane without machines.
+#[test]
+fn metadata_comes_from_the_class_templates_and_only_the_spec_from_patches() {
+    let cluster_docs = render::yaml_documents(&cluster_yaml()).unwrap();
+    let cluster_name = cluster_docs[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut class = render::yaml_documents(
+        &std::fs::read_to_string(root().join("clusterclasses/dev-test.yaml")).unwrap(),
+    )
+    .unwrap()
+    .remove(0);
+    let mut templates = render::yaml_documents(
+        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
+    )
+    .unwrap();
+    for t in &mut templates {
+        match (
+            t["kind"].as_str().unwrap(),
+            t["metadata"]["name"].as_str().unwrap(),
+        ) {
+            ("KubeadmControlPlaneTemplate", _) => {
+                t["spec"]["template"]["spec"]["machineTemplate"] = json!({"metadata": {
+                    "labels": {"team": "storage", "cluster.x-k8s.io/cluster-name": "wrong"}}});
+            }
+            ("OpenStackMachineTemplate", "dev-test-default-worker") => {
+                t["metadata"]["annotations"] = json!({
+                    "note": "kept",
+                    "cluster.x-k8s.io/cloned-from-name": "bogus",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}"});
+            }
+            _ => {}
+        }
+    }
+    class["spec"]["patches"].as_array_mut().unwrap().push(json!({
+        "name": "metadata-by-patch",
+        "definitions": [{
+            "selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                         "kind": "OpenStackMachineTemplate",
+                         "matchResources": {"machineDeploymentClass": {"names": ["default-worker"]}}},
+            "jsonPatches": [{"op": "add", "path": "/spec/template/metadata",
+                             "value": {"labels": {"patched": "yes"}}}]}]}));
+    let build = |class: &Value, templates: &[Value]| Inputs {
+        cluster: stackhook::engine::clusterclass::Cluster::from_value(&cluster_docs[0]).unwrap(),
+        class: stackhook::engine::clusterclass::ClusterClass::from_value(class).unwrap(),
+        templates: Templates::from_documents(
+            "templates",
+            templates
+                .iter()
+                .map(|t| ("dev-test.yaml".to_string(), t.clone()))
+                .collect(),
+        )
+        .unwrap(),
+    };
+    let objs = render::render(&build(&class, &templates), &packs()).unwrap();
+
+    let cp = &by_kind_name(&objs, "KubeadmControlPlane", "")[0];
+    assert_eq!(
+        cp["spec"]["machineTemplate"]["metadata"]["labels"],
+        json!({"team": "storage", "cluster.x-k8s.io/cluster-name": cluster_name,
+               "topology.cluster.x-k8s.io/owned": ""}),
+        "{cp}"
+    );
+    let workers: Vec<&Value> = objs
+        .iter()
+        .filter(|o| {
+            o["kind"] == "OpenStackMachineTemplate"
+                && o["metadata"]["labels"]
+                    .get("topology.cluster.x-k8s.io/deployment-name")
+                    .is_some()
+        })
+        .collect();
+    assert!(!workers.is_empty());
+    for w in workers {
+        let ann = &w["metadata"]["annotations"];
+        assert_eq!(ann["note"], "kept", "{w}");
+        assert_eq!(
+            ann["cluster.x-k8s.io/cloned-from-name"],
+            "dev-test-default-worker"
+        );
+        assert!(ann
+            .get("kubectl.kubernetes.io/last-applied-configuration")
+            .is_none());
+        assert!(w["metadata"]["labels"].get("patched").is_none(), "{w}");
+        assert!(w["spec"]["template"].get("metadata").is_none(), "{w}");
+        // The patched spec is there: the flavor patch of the class still applies.
+        assert!(w["spec"]["template"]["spec"]["flavor"].is_string(), "{w}");
+    }
+
+    // A control plane without machines gets no machine template.
+    let mut no_machines = class.clone();
+    no_machines["spec"]["controlPlane"]
+        .as_object_mut()
+        .unwrap()
+        .remove("machineInfrastructure");
+    let plain_templates = render::yaml_documents(
+        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
+    )
+    .unwrap();
+    let objs = render::render(&build(&no_machines, &plain_templates), &packs()).unwrap();
+    let cp = &by_kind_name(&objs, "KubeadmControlPlane", "")[0];
+    assert!(cp["spec"].get("machineTemplate").is_none(), "{cp}");
+    assert!(cp["spec"]["version"].is_string());
+}

@@ -192,6 +192,9 @@ enum Role {
 /// One request item: a class template on its way to becoming an object.
 struct Slot {
     role: Role,
+    /// The template as the ClusterClass gives it; `template` is it after the patches.
+    /// CAPI takes metadata from this one and only the spec from the patched one.
+    original: Value,
     uid: String,
     holder: HolderReference,
     template: Value,
@@ -512,6 +515,7 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
 
     let mut slots = vec![
         Slot {
+            original: Value::Null,
             role: Role::InfrastructureCluster,
             uid: names::uid(&seed("infrastructure-cluster")),
             holder: cluster_holder("spec.infrastructureRef"),
@@ -521,6 +525,7 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             overrides: BTreeMap::new(),
         },
         Slot {
+            original: Value::Null,
             role: Role::ControlPlane,
             uid: names::uid(&seed("control-plane")),
             holder: cluster_holder("spec.controlPlaneRef"),
@@ -537,6 +542,7 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             "spec.machineTemplate.infrastructureRef"
         };
         slots.push(Slot {
+            original: Value::Null,
             role: Role::ControlPlaneInfrastructure,
             uid: names::uid(&seed("control-plane-infrastructure")),
             holder: HolderReference {
@@ -583,6 +589,7 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             field_path: field.into(),
         };
         slots.push(Slot {
+            original: Value::Null,
             role: Role::MdBootstrap(i),
             uid: names::uid(&seed(&format!("md/{}/bootstrap", md.name))),
             holder: holder("spec.template.spec.bootstrap.configRef"),
@@ -592,6 +599,7 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             overrides: md_overrides[i].clone(),
         });
         slots.push(Slot {
+            original: Value::Null,
             role: Role::MdInfrastructure(i),
             uid: names::uid(&seed(&format!("md/{}/infrastructure", md.name))),
             holder: holder("spec.template.spec.infrastructureRef"),
@@ -602,6 +610,9 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
         });
     }
 
+    for s in &mut slots {
+        s.original = s.template.clone();
+    }
     Ok(Plan {
         inputs,
         inline,
@@ -703,24 +714,26 @@ impl Plan<'_> {
                     .and_then(Value::as_str)
                     .unwrap_or("")
             );
+            if item.patch.0.is_empty() {
+                continue;
+            }
+            let mut patched = slot.template.clone();
             match item.patch_type {
                 PatchType::JSONPatch => {
-                    if item.patch.0.is_empty() {
-                        continue;
-                    }
                     let p: json_patch::Patch = serde_json::from_slice(&item.patch.0)
                         .map_err(|e| format!("{what}: the JSON patch does not decode: {e}"))?;
-                    json_patch::patch(&mut slot.template, &p)
+                    json_patch::patch(&mut patched, &p)
                         .map_err(|e| format!("{what}: the JSON patch does not apply: {e}"))?;
                 }
                 PatchType::JSONMergePatch => {
-                    if item.patch.0.is_empty() {
-                        continue;
-                    }
                     let p: Value = serde_json::from_slice(&item.patch.0)
                         .map_err(|e| format!("{what}: the merge patch does not decode: {e}"))?;
-                    json_patch::merge(&mut slot.template, &p);
+                    json_patch::merge(&mut patched, &p);
                 }
+            }
+            // CAPI carries only the template's spec from one patch to the next.
+            if let (Some(t), Some(spec)) = (slot.template.as_object_mut(), patched.get("spec")) {
+                t.insert("spec".into(), spec.clone());
             }
         }
         Ok(())
@@ -803,16 +816,21 @@ impl Plan<'_> {
             .iter()
             .find(|s| s.role == Role::ControlPlaneInfrastructure);
         for s in &self.slots {
-            let t = &s.template;
+            // Metadata as the ClusterClass's template has it (CAPI drops what patches do
+            // to it); the spec as the patches left it.
+            let t = &s.original;
             let (group, kind) = cluster_group_kind(t);
             let api = t.get("apiVersion").cloned().unwrap_or(Value::Null);
             let template_name = t.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            // Written last, over whatever the template's own annotations say.
+            let cloned_from = |annotations: &mut BTreeMap<String, Value>| {
+                annotations.insert(CLONED_FROM_NAME.to_string(), template_name.clone());
+                annotations.insert(
+                    CLONED_FROM_GROUPKIND.to_string(),
+                    json!(format!("{kind}.{group}")),
+                );
+            };
             let mut annotations = BTreeMap::new();
-            annotations.insert(CLONED_FROM_NAME.to_string(), template_name);
-            annotations.insert(
-                CLONED_FROM_GROUPKIND.to_string(),
-                json!(format!("{kind}.{group}")),
-            );
             let mut labels = BTreeMap::new();
             let own = |labels: &mut BTreeMap<String, Value>| {
                 labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster.name));
@@ -826,7 +844,9 @@ impl Plan<'_> {
                         &mut annotations,
                         t.pointer("/spec/template/metadata/annotations"),
                     );
-                    let mut spec = t
+                    cloned_from(&mut annotations);
+                    let mut spec = s
+                        .template
                         .pointer("/spec/template/spec")
                         .cloned()
                         .unwrap_or_else(|| json!({}));
@@ -850,9 +870,12 @@ impl Plan<'_> {
                 Role::ControlPlaneInfrastructure
                 | Role::MdBootstrap(_)
                 | Role::MdInfrastructure(_) => {
-                    // A template cloned per cluster: its whole spec is kept.
+                    // A template cloned per cluster: its whole spec is kept, with
+                    // `spec.template.spec` as the patches left it.
                     merge_strings(&mut labels, t.pointer("/metadata/labels"));
                     merge_strings(&mut annotations, t.pointer("/metadata/annotations"));
+                    annotations.remove(LAST_APPLIED);
+                    cloned_from(&mut annotations);
                     own(&mut labels);
                     if let Role::MdBootstrap(i) | Role::MdInfrastructure(i) = s.role {
                         if let Some(md) = cluster.machine_deployments.get(i) {
@@ -864,7 +887,7 @@ impl Plan<'_> {
                         "kind": kind,
                         "metadata": {"name": s.name, "namespace": cluster.namespace,
                                      "labels": labels, "annotations": annotations},
-                        "spec": t.get("spec").cloned().unwrap_or_else(|| json!({})),
+                        "spec": cloned_spec(t, &s.template),
                     }));
                 }
             }
@@ -888,10 +911,20 @@ impl Plan<'_> {
         if let Some(r) = cluster.control_plane_replicas {
             o.insert("replicas".into(), json!(r));
         }
+        // Only a control plane with machines has a machine template to fill in.
+        let Some(ci) = cp_infra else { return };
         let mt = o.entry("machineTemplate").or_insert_with(|| json!({}));
         let Some(mt) = mt.as_object_mut() else { return };
+        // The ClusterClass template's own machine-template metadata stays, under ours
+        // (patches to it are dropped, as CAPI drops them).
         let mut labels = BTreeMap::new();
         let mut annotations = BTreeMap::new();
+        let own_meta = cp_t.pointer("/spec/template/spec/machineTemplate/metadata");
+        merge_strings(&mut labels, own_meta.and_then(|m| m.get("labels")));
+        merge_strings(
+            &mut annotations,
+            own_meta.and_then(|m| m.get("annotations")),
+        );
         merge_meta(&mut labels, &mut annotations, meta);
         labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster.name));
         labels.insert(TOPOLOGY_OWNED_LABEL.into(), json!(""));
@@ -901,8 +934,8 @@ impl Plan<'_> {
             m.insert("annotations".into(), json!(annotations));
         }
         mt.insert("metadata".into(), Value::Object(m));
-        if let Some(ci) = cp_infra {
-            let (group, kind) = cluster_group_kind(&ci.template);
+        {
+            let (group, kind) = cluster_group_kind(&ci.original);
             if v1beta2_contract(cp_t) {
                 let inner = mt.entry("spec").or_insert_with(|| json!({}));
                 if let Some(inner) = inner.as_object_mut() {
@@ -914,12 +947,28 @@ impl Plan<'_> {
             } else {
                 mt.insert(
                     "infrastructureRef".into(),
-                    json!({"apiVersion": ci.template.get("apiVersion"), "kind": kind,
+                    json!({"apiVersion": ci.original.get("apiVersion"), "kind": kind,
                            "name": ci.name, "namespace": cluster.namespace}),
                 );
             }
         }
     }
+}
+
+/// kubectl's record of the last applied manifest: CAPI does not copy it to clones.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A cloned template's spec: the ClusterClass template's, with `spec.template.spec`
+/// taken from the patched copy (the only part CAPI takes from it).
+fn cloned_spec(original: &Value, patched: &Value) -> Value {
+    let mut spec = original.get("spec").cloned().unwrap_or_else(|| json!({}));
+    if let (Some(inner), Some(t)) = (
+        patched.pointer("/spec/template/spec"),
+        spec.get_mut("template").and_then(Value::as_object_mut),
+    ) {
+        t.insert("spec".into(), inner.clone());
+    }
+    spec
 }
 
 fn merge_strings(into: &mut BTreeMap<String, Value>, from: Option<&Value>) {
