@@ -6,6 +6,7 @@
 #[path = "support/server.rs"]
 mod server;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -646,4 +647,116 @@ fn metadata_comes_from_the_class_templates_and_only_the_spec_from_patches() {
     let cp = &by_kind_name(&objs, "KubeadmControlPlane", "")[0];
     assert!(cp["spec"].get("machineTemplate").is_none(), "{cp}");
     assert!(cp["spec"]["version"].is_string());
+}
+
+/// ClusterClass naming templates (v1beta2 `naming.template`, v1beta1
+/// `*NamingStrategy.template`) name the InfrastructureCluster, the ControlPlane and the
+/// MachineDeployments, as CAPI's name generator does; the builtin names follow.
+#[test]
+fn naming_templates_name_the_objects() {
+    let cluster_docs = render::yaml_documents(&cluster_yaml()).unwrap();
+    let cluster_name = cluster_docs[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut class = render::yaml_documents(
+        &std::fs::read_to_string(root().join("clusterclasses/dev-test.yaml")).unwrap(),
+    )
+    .unwrap()
+    .remove(0);
+    class["spec"]["infrastructure"]["naming"] =
+        json!({"template": "{{ .cluster.name }}-infra-{{ .random }}"});
+    class["spec"]["controlPlane"]["naming"] = json!({"template": "{{ .cluster.name }}-cp"});
+    class["spec"]["workers"]["machineDeployments"][0]["naming"] =
+        json!({"template": "{{ .machineDeployment.topologyName }}-of-{{ .cluster.name }}"});
+    class["spec"]["patches"].as_array_mut().unwrap().push(json!({
+        "name": "md-name",
+        "definitions": [{
+            "selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                         "kind": "OpenStackMachineTemplate",
+                         "matchResources": {"machineDeploymentClass": {"names": ["default-worker"]}}},
+            "jsonPatches": [{"op": "add", "path": "/spec/template/spec/mdName",
+                             "valueFrom": {"variable": "builtin.machineDeployment.name"}}]}]}));
+    let templates = render::yaml_documents(
+        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
+    )
+    .unwrap();
+    let inputs = |class: &Value| Inputs {
+        cluster: stackhook::engine::clusterclass::Cluster::from_value(&cluster_docs[0]).unwrap(),
+        class: stackhook::engine::clusterclass::ClusterClass::from_value(class).unwrap(),
+        templates: Templates::from_documents(
+            "templates",
+            templates
+                .iter()
+                .map(|t| ("dev-test.yaml".to_string(), t.clone()))
+                .collect(),
+        )
+        .unwrap(),
+    };
+    let objs = render::render(&inputs(&class), &packs()).unwrap();
+    let infra = objs
+        .iter()
+        .find(|o| o["kind"] == "OpenStackCluster")
+        .unwrap();
+    let name = infra["metadata"]["name"].as_str().unwrap();
+    let prefix = format!("{cluster_name}-infra-");
+    assert!(
+        name.starts_with(&prefix) && name.len() == prefix.len() + 5,
+        "{name}"
+    );
+    let cp = objs
+        .iter()
+        .find(|o| o["kind"] == "KubeadmControlPlane")
+        .unwrap();
+    assert_eq!(cp["metadata"]["name"], json!(format!("{cluster_name}-cp")));
+    let md_names: BTreeSet<String> = objs
+        .iter()
+        .filter_map(|o| o["spec"]["template"]["spec"]["mdName"].as_str())
+        .map(str::to_string)
+        .collect();
+    let topology_names: Vec<&str> = cluster_docs[0]["spec"]["topology"]["workers"]
+        ["machineDeployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    let want: BTreeSet<String> = topology_names
+        .iter()
+        .map(|n| format!("{n}-of-{cluster_name}"))
+        .collect();
+    assert_eq!(md_names, want);
+
+    // A template reading a key CAPI does not set stops the render, naming it.
+    class["spec"]["controlPlane"]["naming"] = json!({"template": "{{ .cluster.namespace }}"});
+    let err = render::render(&inputs(&class), &packs())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("{{ .cluster.namespace }}"), "{err}");
+
+    // The v1beta1 spellings.
+    let v1beta1 = render::yaml_documents(
+        &std::fs::read_to_string(root().join("clusterclasses/openstack-cilium-v1beta1.yaml"))
+            .unwrap(),
+    )
+    .unwrap()
+    .remove(0);
+    let mut c = v1beta1.clone();
+    c["spec"]["infrastructureNamingStrategy"] = json!({"template": "i-{{ .random }}"});
+    c["spec"]["controlPlane"]["namingStrategy"] = json!({"template": "cp-{{ .random }}"});
+    c["spec"]["workers"]["machineDeployments"][0]["namingStrategy"] =
+        json!({"template": "md-{{ .random }}"});
+    let parsed = stackhook::engine::clusterclass::ClusterClass::from_value(&c).unwrap();
+    assert_eq!(
+        parsed.infrastructure_naming.as_deref(),
+        Some("i-{{ .random }}")
+    );
+    assert_eq!(
+        parsed.control_plane_naming.as_deref(),
+        Some("cp-{{ .random }}")
+    );
+    assert_eq!(
+        parsed.machine_deployments[0].naming.as_deref(),
+        Some("md-{{ .random }}")
+    );
 }

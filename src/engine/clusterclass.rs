@@ -42,6 +42,8 @@ pub struct Meta {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineDeploymentClass {
     pub class: String,
+    /// `naming.template` (v1beta2) / `namingStrategy.template` (v1beta1).
+    pub naming: Option<String>,
     pub metadata: Meta,
     pub bootstrap: TemplateRef,
     pub infrastructure: TemplateRef,
@@ -86,6 +88,9 @@ pub struct ClusterClass {
     pub control_plane: TemplateRef,
     pub control_plane_metadata: Meta,
     pub control_plane_machine_infrastructure: Option<TemplateRef>,
+    /// Naming templates of the InfrastructureCluster and the ControlPlane, if set.
+    pub infrastructure_naming: Option<String>,
+    pub control_plane_naming: Option<String>,
     pub machine_deployments: Vec<MachineDeploymentClass>,
     /// `spec.variables` as written (inline definitions).
     pub variables: Vec<Value>,
@@ -341,6 +346,13 @@ impl ClusterClass {
             };
             machine_deployments.push(MachineDeploymentClass {
                 class: mr.string("class").map_err(prefix)?,
+                naming: mr
+                    .opt_string(if v1beta2 {
+                        "naming.template"
+                    } else {
+                        "namingStrategy.template"
+                    })
+                    .map_err(prefix)?,
                 metadata,
                 bootstrap: fix(bootstrap),
                 infrastructure: fix(infrastructure),
@@ -417,6 +429,16 @@ impl ClusterClass {
             control_plane,
             control_plane_metadata: r.meta("spec.controlPlane.metadata")?,
             control_plane_machine_infrastructure,
+            infrastructure_naming: r.opt_string(if v1beta2 {
+                "spec.infrastructure.naming.template"
+            } else {
+                "spec.infrastructureNamingStrategy.template"
+            })?,
+            control_plane_naming: r.opt_string(if v1beta2 {
+                "spec.controlPlane.naming.template"
+            } else {
+                "spec.controlPlane.namingStrategy.template"
+            })?,
             machine_deployments,
             variables: r.list("spec.variables")?.to_vec(),
             patches,

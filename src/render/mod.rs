@@ -496,8 +496,27 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
     let builtin_cluster = json!({ "cluster": bc });
 
     let prefix = format!("{}-", cluster.name);
-    let infra_name = names::generated(&prefix, &seed("infrastructure-cluster"));
-    let cp_name = names::generated(&prefix, &seed("control-plane"));
+    let named = |template: &Option<String>, default: &str, md: Option<&str>, role: &str| {
+        names::from_template(
+            template.as_deref().unwrap_or(default),
+            &cluster.name,
+            md,
+            &seed(role),
+        )
+        .map_err(|e| RenderError::Invalid(vec![format!("ClusterClass {}: {e}", class.name)]))
+    };
+    let infra_name = named(
+        &class.infrastructure_naming,
+        names::DEFAULT_NAMING,
+        None,
+        "infrastructure-cluster",
+    )?;
+    let cp_name = named(
+        &class.control_plane_naming,
+        names::DEFAULT_NAMING,
+        None,
+        "control-plane",
+    )?;
     let cp_infra_name = names::generated(&prefix, &seed("control-plane-infrastructure"));
     let mut cp_builtin = Map::new();
     cp_builtin.insert("version".into(), json!(cluster.version));
@@ -567,7 +586,17 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             continue;
         };
         let md_prefix = format!("{}-{}-", cluster.name, md.name);
-        let md_name = names::generated(&md_prefix, &seed(&format!("md/{}", md.name)));
+        let naming = class
+            .machine_deployments
+            .iter()
+            .find(|c| c.class == md.class)
+            .and_then(|c| c.naming.clone());
+        let md_name = named(
+            &naming,
+            names::DEFAULT_MD_NAMING,
+            Some(&md.name),
+            &format!("md/{}", md.name),
+        )?;
         let b_name = names::generated(&md_prefix, &seed(&format!("md/{}/bootstrap", md.name)));
         let i_name = names::generated(&md_prefix, &seed(&format!("md/{}/infrastructure", md.name)));
         let mut b = Map::new();

@@ -29,6 +29,52 @@ pub fn generated(prefix: &str, seed: &str) -> String {
     base
 }
 
+/// The random part alone, as a naming template's `{{ .random }}` sees it.
+pub fn suffix(seed: &str) -> String {
+    generated("", seed)
+}
+
+/// The default naming templates of CAPI, equivalent to `generated` with the prefixes
+/// `<cluster>-` and `<cluster>-<topology name>-`.
+pub const DEFAULT_NAMING: &str = "{{ .cluster.name }}-{{ .random }}";
+pub const DEFAULT_MD_NAMING: &str =
+    "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}-{{ .random }}";
+
+/// A name from a ClusterClass naming template (Go text/template over `cluster.name`,
+/// `random` and, for MachineDeployments, `machineDeployment.topologyName`). As in CAPI,
+/// a missing key is an error, and a name longer than 63 characters is cut to 58 and
+/// given the random part again.
+pub fn from_template(
+    template: &str,
+    cluster: &str,
+    machine_deployment: Option<&str>,
+    seed: &str,
+) -> Result<String, String> {
+    let random = suffix(seed);
+    let mut data = serde_json::json!({"cluster": {"name": cluster}, "random": random});
+    if let Some(md) = machine_deployment {
+        data["machineDeployment"] = serde_json::json!({"topologyName": md});
+    }
+    let t = crate::engine::template::Template::parse(template)
+        .map_err(|e| format!("parsing template {template:?}: {e}"))?;
+    let name = t
+        .render(&data)
+        .map_err(|e| format!("rendering template {template:?}: {e}"))?;
+    // Go's missingkey=error, which our executor does not have: a missing key is the
+    // only way to print this.
+    if name.contains("<no value>") {
+        return Err(format!(
+            "rendering template {template:?}: a key it reads is not set (only .cluster.name, .random{} are)",
+            if machine_deployment.is_some() { " and .machineDeployment.topologyName" } else { "" }
+        ));
+    }
+    if name.len() > MAX_NAME_LENGTH {
+        let cut: String = name.chars().take(MAX_NAME_LENGTH - RANDOM_LENGTH).collect();
+        return Ok(cut + &random);
+    }
+    Ok(name)
+}
+
 /// A UUID-shaped request item uid (CAPI uses a fresh UUID per call).
 pub fn uid(seed: &str) -> String {
     let d = digest(seed);
@@ -59,5 +105,44 @@ mod tests {
         let u = uid("s");
         assert_eq!(u.len(), 36);
         assert_eq!(u.matches('-').count(), 4);
+    }
+
+    #[test]
+    fn default_templates_give_the_prefix_names() {
+        let long = "c".repeat(70);
+        for cluster in ["dev1", long.as_str()] {
+            assert_eq!(
+                from_template(DEFAULT_NAMING, cluster, None, "s").unwrap(),
+                generated(&format!("{cluster}-"), "s")
+            );
+            assert_eq!(
+                from_template(DEFAULT_MD_NAMING, cluster, Some("md-0"), "s").unwrap(),
+                generated(&format!("{cluster}-md-0-"), "s")
+            );
+        }
+        assert_eq!(generated(&format!("{long}-"), "s").len(), 63);
+    }
+
+    #[test]
+    fn custom_templates_and_their_errors() {
+        let r = suffix("s");
+        assert_eq!(
+            from_template("{{ .cluster.name }}-cp-{{ .random }}", "dev1", None, "s").unwrap(),
+            format!("dev1-cp-{r}")
+        );
+        assert_eq!(
+            from_template(
+                "fixed-{{ .machineDeployment.topologyName }}",
+                "dev1",
+                Some("w"),
+                "s"
+            )
+            .unwrap(),
+            "fixed-w"
+        );
+        let e =
+            from_template("{{ .machineDeployment.topologyName }}", "dev1", None, "s").unwrap_err();
+        assert!(e.contains("not set"), "{e}");
+        assert!(from_template("{{ .cluster.name", "dev1", None, "s").is_err());
     }
 }
