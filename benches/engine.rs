@@ -12,7 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use stackhook::engine::clusterclass::{Cluster, ClusterClass};
 use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::render::{self, Inputs, Templates};
-use stackhook::sdk::decode::decode;
+use stackhook::sdk::decode::{decode, decode_generate_patches};
 use stackhook::sdk::fingerprint::GeneratePatchesWire;
 use stackhook::sdk::topology::GeneratePatchesRequest;
 use stackhook::sdk::{Hook, ResponseStatus};
@@ -67,6 +67,17 @@ fn benches(c: &mut Criterion) {
                 let req = wire.to_request().expect("request");
                 let resp =
                     engine.generate_patches_with("openstack-generate-patches", &req, Some(fp));
+                serde_json::to_vec(&resp).expect("encode")
+            })
+        },
+    );
+    // The same with the cache off: one plain decoding pass, engine, encode.
+    c.bench_function(
+        "generate-patches-12/openstack-generate-patches/decode+engine+encode, no cache",
+        |b| {
+            b.iter(|| {
+                let req = decode_generate_patches(black_box(&body)).expect("request");
+                let resp = engine.generate_patches("openstack-generate-patches", &req);
                 serde_json::to_vec(&resp).expect("encode")
             })
         },

@@ -72,6 +72,44 @@ pub fn decode<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, DecodeE
     decode_slow(hook, body)
 }
 
+/// A GeneratePatches request in one pass over the body (the generic [`decode`] reads
+/// it twice: once for the header, once for the request). It is the largest request CAPI
+/// sends, up to every template of a Cluster. Anything but a well-formed request takes
+/// [`decode`]'s path, which names the problem; both accept exactly the same bodies.
+pub fn decode_generate_patches(
+    body: &[u8],
+) -> Result<super::topology::GeneratePatchesRequest, DecodeError> {
+    use super::common::{Settings, Variable};
+    use super::topology::{GeneratePatchesRequest, GeneratePatchesRequestItem};
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body {
+        #[serde(default)]
+        api_version: Option<String>,
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(default)]
+        settings: Settings,
+        #[serde(default)]
+        variables: Vec<Variable>,
+        items: Vec<GeneratePatchesRequestItem>,
+    }
+    let hook = Hook::GeneratePatches;
+    match serde_json::from_slice::<Body>(body) {
+        Ok(b)
+            if b.api_version.as_deref() == Some(API_VERSION)
+                && b.kind.as_deref() == Some(hook.request_kind().as_str()) =>
+        {
+            Ok(GeneratePatchesRequest {
+                settings: b.settings,
+                variables: b.variables,
+                items: b.items,
+            })
+        }
+        _ => decode(hook, body),
+    }
+}
+
 fn decode_slow<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, DecodeError> {
     let kind = hook.request_kind();
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -112,6 +150,38 @@ mod tests {
 
     fn dec(body: &str) -> Result<BeforeUpgradeRequest, DecodeError> {
         decode(Hook::BeforeClusterUpgrade, body.as_bytes())
+    }
+
+    #[test]
+    fn one_pass_generate_patches_agrees_with_the_generic_decoder() {
+        use crate::sdk::topology::GeneratePatchesRequest;
+        let api = API_VERSION;
+        let k = "GeneratePatchesRequest";
+        let item = r#"{"uid":"u","holderReference":{"apiVersion":"a","kind":"Cluster","namespace":"n","name":"c","fieldPath":"spec.infrastructureRef"},"object":{"kind":"T"},"variables":[]}"#;
+        let bodies = [
+            format!(
+                r#"{{"apiVersion":"{api}","kind":"{k}","settings":{{"a":"b"}},"variables":[{{"name":"x","value":1}}],"items":[{item}]}}"#
+            ),
+            format!(r#"{{"kind":"{k}","items":[{item}],"apiVersion":"{api}"}}"#),
+            // Duplicate keys: the last one wins on both paths.
+            format!(r#"{{"apiVersion":"v1","apiVersion":"{api}","kind":"{k}","items":[{item}]}}"#),
+            format!(
+                r#"{{"apiVersion":"{api}","kind":"ValidateTopologyRequest","items":[{item}]}}"#
+            ),
+            format!(r#"{{"apiVersion":7,"kind":"{k}","items":[{item}]}}"#),
+            format!(r#"{{"apiVersion":"{api}","kind":"{k}"}}"#),
+            format!(r#"{{"apiVersion":"{api}","kind":"{k}","items":[{item}]}} x"#),
+            format!(r#"{{"apiVersion":"{api}","kind":"{k}","settings":{{"a":1}},"items":[]}}"#),
+        ];
+        for body in &bodies {
+            let one = decode_generate_patches(body.as_bytes());
+            let generic: Result<GeneratePatchesRequest, _> =
+                decode(Hook::GeneratePatches, body.as_bytes());
+            assert_eq!(one, generic, "{body}");
+        }
+        assert!(decode_generate_patches(bodies[0].as_bytes()).is_ok());
+        assert!(decode_generate_patches(bodies[2].as_bytes()).is_ok());
+        assert!(decode_generate_patches(bodies[4].as_bytes()).is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::controller::ClusterResults;
 use crate::engine::PatchEngine;
 use crate::hooks::{upgrade_plan, LifecycleResponse, Registry};
 use crate::metrics::{Metrics, Outcome};
-use crate::sdk::decode::{decode, DecodeError};
+use crate::sdk::decode::{decode, decode_generate_patches, DecodeError};
 use crate::sdk::discovery::{
     DiscoveryRequest, DiscoveryResponse, ExtensionHandler, GroupVersionHook,
 };
@@ -252,11 +252,13 @@ impl App {
             Hook::GeneratePatches => {
                 // An unchanged Cluster's request is answered from its fingerprint alone,
                 // read off the body without building the objects.
-                let wire = GeneratePatchesWire::read(body);
-                let fp = wire
-                    .as_ref()
-                    .filter(|_| self.engine.keeps_answers())
-                    .map(GeneratePatchesWire::fingerprint);
+                // An engine that keeps no answers gets the request in one plain pass.
+                let wire = self
+                    .engine
+                    .keeps_answers()
+                    .then(|| GeneratePatchesWire::read(body))
+                    .flatten();
+                let fp = wire.as_ref().map(GeneratePatchesWire::fingerprint);
                 if let (Some(wire), Some(fp)) = (&wire, &fp) {
                     let uids: Vec<&str> = wire.items.iter().map(|i| i.uid.as_ref()).collect();
                     if let Some(resp) = self.engine.remembered_patches(handler, fp, &uids) {
@@ -268,9 +270,13 @@ impl App {
                         ));
                     }
                 }
-                let req: GeneratePatchesRequest = match wire.and_then(|w| w.to_request()) {
-                    Some(req) => req,
-                    None => decode(hook, body)?,
+                let req: GeneratePatchesRequest = match wire {
+                    // The parts are already found: build the request from them.
+                    Some(w) => match w.to_request() {
+                        Some(req) => req,
+                        None => decode(hook, body)?,
+                    },
+                    None => decode_generate_patches(body)?,
                 };
                 let cluster = cluster_of_variables(
                     &req.variables,
