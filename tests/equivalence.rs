@@ -36,23 +36,40 @@ fn external_cluster_yaml() -> String {
 }
 
 fn inputs(cluster: &str, class_file: &str) -> Inputs {
-    let docs = render::yaml_documents(cluster).unwrap();
-    let class = render::yaml_documents(
-        &std::fs::read_to_string(root().join("clusterclasses").join(class_file)).unwrap(),
+    let cluster = render::yaml_documents(cluster).unwrap();
+    let class = docs(&format!("clusterclasses/{class_file}"));
+    inputs_from(&cluster[0], &class[0], &docs("templates/dev-test.yaml"))
+}
+
+/// The example Cluster's documents and name, and the dev-test class, to edit.
+fn dev_test_documents() -> (Vec<Value>, String, Value) {
+    let cluster_docs = render::yaml_documents(&cluster_yaml()).unwrap();
+    let name = cluster_docs[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (
+        cluster_docs,
+        name,
+        docs("clusterclasses/dev-test.yaml").remove(0),
     )
-    .unwrap();
-    let templates = render::yaml_documents(
-        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
-    )
-    .unwrap();
+}
+
+/// The YAML documents of a file of the repository.
+fn docs(rel: &str) -> Vec<Value> {
+    render::yaml_documents(&std::fs::read_to_string(root().join(rel)).unwrap()).unwrap()
+}
+
+/// Inputs from already-read (and possibly edited) documents.
+fn inputs_from(cluster: &Value, class: &Value, templates: &[Value]) -> Inputs {
     Inputs {
-        cluster: stackhook::engine::clusterclass::Cluster::from_value(&docs[0]).unwrap(),
-        class: stackhook::engine::clusterclass::ClusterClass::from_value(&class[0]).unwrap(),
+        cluster: stackhook::engine::clusterclass::Cluster::from_value(cluster).unwrap(),
+        class: stackhook::engine::clusterclass::ClusterClass::from_value(class).unwrap(),
         templates: Templates::from_documents(
             "templates",
             templates
-                .into_iter()
-                .map(|t| ("dev-test.yaml".to_string(), t))
+                .iter()
+                .map(|t| ("dev-test.yaml".to_string(), t.clone()))
                 .collect(),
         )
         .unwrap(),
@@ -546,20 +563,8 @@ fn cluster_yaml_is_read_as_kubectl_reads_it() {
 /// no machine template on a control plane without machines.
 #[test]
 fn metadata_comes_from_the_class_templates_and_only_the_spec_from_patches() {
-    let cluster_docs = render::yaml_documents(&cluster_yaml()).unwrap();
-    let cluster_name = cluster_docs[0]["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut class = render::yaml_documents(
-        &std::fs::read_to_string(root().join("clusterclasses/dev-test.yaml")).unwrap(),
-    )
-    .unwrap()
-    .remove(0);
-    let mut templates = render::yaml_documents(
-        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
-    )
-    .unwrap();
+    let (cluster_docs, cluster_name, mut class) = dev_test_documents();
+    let mut templates = docs("templates/dev-test.yaml");
     for t in &mut templates {
         match (
             t["kind"].as_str().unwrap(),
@@ -586,18 +591,8 @@ fn metadata_comes_from_the_class_templates_and_only_the_spec_from_patches() {
                          "matchResources": {"machineDeploymentClass": {"names": ["default-worker"]}}},
             "jsonPatches": [{"op": "add", "path": "/spec/template/metadata",
                              "value": {"labels": {"patched": "yes"}}}]}]}));
-    let build = |class: &Value, templates: &[Value]| Inputs {
-        cluster: stackhook::engine::clusterclass::Cluster::from_value(&cluster_docs[0]).unwrap(),
-        class: stackhook::engine::clusterclass::ClusterClass::from_value(class).unwrap(),
-        templates: Templates::from_documents(
-            "templates",
-            templates
-                .iter()
-                .map(|t| ("dev-test.yaml".to_string(), t.clone()))
-                .collect(),
-        )
-        .unwrap(),
-    };
+    let build =
+        |class: &Value, templates: &[Value]| inputs_from(&cluster_docs[0], class, templates);
     let objs = render::render(&build(&class, &templates), &packs()).unwrap();
 
     let cp = &by_kind_name(&objs, "KubeadmControlPlane", "")[0];
@@ -639,10 +634,7 @@ fn metadata_comes_from_the_class_templates_and_only_the_spec_from_patches() {
         .as_object_mut()
         .unwrap()
         .remove("machineInfrastructure");
-    let plain_templates = render::yaml_documents(
-        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
-    )
-    .unwrap();
+    let plain_templates = docs("templates/dev-test.yaml");
     let objs = render::render(&build(&no_machines, &plain_templates), &packs()).unwrap();
     let cp = &by_kind_name(&objs, "KubeadmControlPlane", "")[0];
     assert!(cp["spec"].get("machineTemplate").is_none(), "{cp}");
@@ -654,16 +646,7 @@ fn metadata_comes_from_the_class_templates_and_only_the_spec_from_patches() {
 /// MachineDeployments, as CAPI's name generator does; the builtin names follow.
 #[test]
 fn naming_templates_name_the_objects() {
-    let cluster_docs = render::yaml_documents(&cluster_yaml()).unwrap();
-    let cluster_name = cluster_docs[0]["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut class = render::yaml_documents(
-        &std::fs::read_to_string(root().join("clusterclasses/dev-test.yaml")).unwrap(),
-    )
-    .unwrap()
-    .remove(0);
+    let (cluster_docs, cluster_name, mut class) = dev_test_documents();
     class["spec"]["infrastructure"]["naming"] =
         json!({"template": "{{ .cluster.name }}-infra-{{ .random }}"});
     class["spec"]["controlPlane"]["naming"] = json!({"template": "{{ .cluster.name }}-cp"});
@@ -677,22 +660,8 @@ fn naming_templates_name_the_objects() {
                          "matchResources": {"machineDeploymentClass": {"names": ["default-worker"]}}},
             "jsonPatches": [{"op": "add", "path": "/spec/template/spec/mdName",
                              "valueFrom": {"variable": "builtin.machineDeployment.name"}}]}]}));
-    let templates = render::yaml_documents(
-        &std::fs::read_to_string(root().join("templates/dev-test.yaml")).unwrap(),
-    )
-    .unwrap();
-    let inputs = |class: &Value| Inputs {
-        cluster: stackhook::engine::clusterclass::Cluster::from_value(&cluster_docs[0]).unwrap(),
-        class: stackhook::engine::clusterclass::ClusterClass::from_value(class).unwrap(),
-        templates: Templates::from_documents(
-            "templates",
-            templates
-                .iter()
-                .map(|t| ("dev-test.yaml".to_string(), t.clone()))
-                .collect(),
-        )
-        .unwrap(),
-    };
+    let templates = docs("templates/dev-test.yaml");
+    let inputs = |class: &Value| inputs_from(&cluster_docs[0], class, &templates);
     let objs = render::render(&inputs(&class), &packs()).unwrap();
     let infra = objs
         .iter()
@@ -735,12 +704,7 @@ fn naming_templates_name_the_objects() {
     assert!(err.contains("{{ .cluster.namespace }}"), "{err}");
 
     // The v1beta1 spellings.
-    let v1beta1 = render::yaml_documents(
-        &std::fs::read_to_string(root().join("clusterclasses/openstack-cilium-v1beta1.yaml"))
-            .unwrap(),
-    )
-    .unwrap()
-    .remove(0);
+    let v1beta1 = docs("clusterclasses/openstack-cilium-v1beta1.yaml").remove(0);
     let mut c = v1beta1.clone();
     c["spec"]["infrastructureNamingStrategy"] = json!({"template": "i-{{ .random }}"});
     c["spec"]["controlPlane"]["namingStrategy"] = json!({"template": "cp-{{ .random }}"});

@@ -263,12 +263,7 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
         .unwrap_or_else(|_| Err("internal error while evaluating the pack".to_string()))
 }
 
+/// A successful answer with no patches yet.
 fn success() -> GeneratePatchesResponse {
-    GeneratePatchesResponse {
-        api_version: API_VERSION.to_string(),
-        kind: response_kind(Hook::GeneratePatches),
-        status: ResponseStatus::Success,
-        message: String::new(),
-        items: vec![],
-    }
+    EmptyEngine.generate_patches("", &GeneratePatchesRequest::default())
 }

@@ -28,7 +28,7 @@ pub struct GeneratePatchesRequestItem {
     pub variables: Vec<Variable>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct GeneratePatchesRequest {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
