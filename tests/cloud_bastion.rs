@@ -19,14 +19,10 @@ use stackhook::infra::api::cluster::{
 };
 use stackhook::infra::api::machine::OpenStackMachineSpec;
 use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
-use stackhook::infra::api::types::{
-    ApiEndpoint, ImageFilter, ImageParam, OpenStackIdentityReference,
-};
+use stackhook::infra::api::types::{ImageFilter, ImageParam, OpenStackIdentityReference};
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
-use stackhook::infra::seam::{
-    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
-};
+use stackhook::infra::seam::{ClusterInfra, ClusterScope, IdentitySecret, InfraError};
 use stackhook::openstack::compute::Compute;
 use stackhook::openstack::networking::{self as net, Networking};
 use stackhook::openstack::Clients;
@@ -34,15 +30,7 @@ use stackhook::openstack::Clients;
 const NAMESPACE: &str = "sh-bastion";
 
 fn identity(clouds_yaml: Vec<u8>) -> IdentitySecret {
-    IdentitySecret {
-        namespace: NAMESPACE.into(),
-        name: "cloud-creds".into(),
-        resource_version: "1".into(),
-        clouds_yaml,
-        cacert: None,
-        cloud_name: cloud::MEMBER.into(),
-        region: None,
-    }
+    infra::identity(NAMESPACE, "cloud-creds", clouds_yaml, cloud::MEMBER)
 }
 
 fn bastion() -> Bastion {
@@ -84,84 +72,25 @@ fn spec(cidr: &str) -> OpenStackClusterSpec {
 }
 
 fn cluster(name: &str, spec: OpenStackClusterSpec) -> OpenStackCluster {
-    let mut c = OpenStackCluster::new(name, spec);
-    c.metadata.namespace = Some(NAMESPACE.into());
-    c
+    infra::cluster(NAMESPACE, name, spec)
 }
 
 fn scope(name: &str) -> ClusterScope {
-    ClusterScope {
-        namespace: NAMESPACE.into(),
-        cluster_name: name.into(),
-        machines_remaining: 0,
-    }
+    infra::scope(NAMESPACE, name)
 }
 
 fn checker(clouds_yaml: &[u8]) -> Clients {
     infra::checker(clouds_yaml, cloud::MEMBER)
 }
 
-/// Runs passes until one asks for no requeue, or returns the first User error.
+/// Converges, or returns the first user error as `(reason, message)`.
 async fn converge(
     infra: &OpenStackClusterInfra,
     scope: &ClusterScope,
     osc: &mut OpenStackCluster,
     id: &IdentitySecret,
 ) -> Result<usize, (String, String)> {
-    for pass in 1..=60 {
-        let sink = MemSink::default();
-        match infra.reconcile(scope, osc, id, &sink).await {
-            Ok(outcome) => {
-                osc.status = Some(outcome.status);
-                if let Some((host, port)) = outcome.control_plane_endpoint {
-                    osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
-                }
-                match outcome.requeue_after {
-                    None => return Ok(pass),
-                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
-                }
-            }
-            Err(InfraError::Transient {
-                reason, message, ..
-            }) => {
-                eprintln!("pass {pass}: transient {reason}: {message}");
-                if let Some(s) = sink.saved.lock().unwrap().take() {
-                    osc.status = Some(s);
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(InfraError::User { reason, message }) => {
-                if let Some(s) = sink.saved.lock().unwrap().take() {
-                    osc.status = Some(s);
-                }
-                return Err((reason, message));
-            }
-            Err(e) => panic!("pass {pass}: {e}"),
-        }
-    }
-    panic!("not converged");
-}
-
-async fn delete(
-    infra: &OpenStackClusterInfra,
-    scope: &ClusterScope,
-    osc: &OpenStackCluster,
-    id: &IdentitySecret,
-) {
-    for pass in 1..=80 {
-        let sink = MemSink::default();
-        match infra.delete(scope, osc, id, &sink).await {
-            Ok(DeleteProgress::Done) => return,
-            Ok(DeleteProgress::Requeue { after, .. }) => {
-                tokio::time::sleep(after.min(Duration::from_secs(1))).await
-            }
-            Err(InfraError::Transient { .. }) => {
-                tokio::time::sleep(Duration::from_millis(300)).await
-            }
-            Err(e) => panic!("delete pass {pass}: {e}"),
-        }
-    }
-    panic!("deletion did not finish");
+    infra::converge(infra, scope, osc, id, 60).await
 }
 
 async fn bastion_servers(c: &Clients, names: &ClusterNames) -> usize {
@@ -292,7 +221,7 @@ fn bastion_boots_gets_a_floating_ip_and_goes_when_disabled() {
         osc.spec.bastion = Some(bastion());
         converge(&infra, &scope, &mut osc, &id).await.unwrap();
         assert_eq!(bastion_servers(&check, &names).await, 1);
-        delete(&infra, &scope, &osc, &id).await;
+        infra::delete(&infra, &scope, &osc, &id).await;
         expect_nothing_left(&check, &names).await;
     });
 }
@@ -347,7 +276,7 @@ fn a_crash_after_the_server_create_boots_no_second_bastion() {
         assert_eq!(ports.len(), 1);
         converge(&infra, &scope, &mut osc, &id).await.unwrap();
         assert_eq!(bastion_servers(&check, &names).await, 1);
-        delete(&infra, &scope, &osc, &id).await;
+        infra::delete(&infra, &scope, &osc, &id).await;
         expect_nothing_left(&check, &names).await;
     });
 }
@@ -381,7 +310,7 @@ fn an_unknown_load_balancer_flavor_is_a_user_error() {
             status.failure_reason.as_deref(),
             Some("LoadBalancerFlavorNotFound")
         );
-        delete(&infra, &scope, &osc, &id).await;
+        infra::delete(&infra, &scope, &osc, &id).await;
         expect_nothing_left(&check, &names).await;
     });
 }

@@ -31,9 +31,7 @@ use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
 use stackhook::infra::api::types::{is_condition_true, ApiEndpoint, OpenStackIdentityReference};
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
-use stackhook::infra::seam::{
-    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
-};
+use stackhook::infra::seam::{ClusterInfra, ClusterScope, IdentitySecret, InfraError};
 use stackhook::openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook::openstack::networking::{self as net, Networking};
 use stackhook::openstack::{CallCounts, Clients, CloudConfig};
@@ -41,15 +39,7 @@ use stackhook::openstack::{CallCounts, Clients, CloudConfig};
 const NAMESPACE: &str = "sh-test";
 
 fn identity(clouds_yaml: Vec<u8>, name: &str) -> IdentitySecret {
-    IdentitySecret {
-        namespace: NAMESPACE.into(),
-        name: name.into(),
-        resource_version: "1".into(),
-        clouds_yaml,
-        cacert: None,
-        cloud_name: cloud::MEMBER.into(),
-        region: None,
-    }
+    infra::identity(NAMESPACE, name, clouds_yaml, cloud::MEMBER)
 }
 
 fn spec(cidr: &str) -> OpenStackClusterSpec {
@@ -83,17 +73,11 @@ fn spec(cidr: &str) -> OpenStackClusterSpec {
 }
 
 fn cluster(name: &str, spec: OpenStackClusterSpec) -> OpenStackCluster {
-    let mut c = OpenStackCluster::new(name, spec);
-    c.metadata.namespace = Some(NAMESPACE.into());
-    c
+    infra::cluster(NAMESPACE, name, spec)
 }
 
 fn scope(name: &str) -> ClusterScope {
-    ClusterScope {
-        namespace: NAMESPACE.into(),
-        cluster_name: name.into(),
-        machines_remaining: 0,
-    }
+    infra::scope(NAMESPACE, name)
 }
 
 fn platform() -> PlatformConfig {
@@ -107,7 +91,7 @@ fn counts(infra: &OpenStackClusterInfra, id: &IdentitySecret) -> CallCounts {
     infra.clients_for(id).unwrap().session.stats().snapshot()
 }
 
-/// Runs passes until one reports convergence; returns the pass count.
+/// Converges within `max_passes`; a user error fails the test.
 async fn converge(
     infra: &OpenStackClusterInfra,
     scope: &ClusterScope,
@@ -115,57 +99,9 @@ async fn converge(
     id: &IdentitySecret,
     max_passes: usize,
 ) -> usize {
-    for pass in 1..=max_passes {
-        let sink = MemSink::default();
-        match infra.reconcile(scope, osc, id, &sink).await {
-            Ok(outcome) => {
-                osc.status = Some(outcome.status);
-                if let Some((host, port)) = outcome.control_plane_endpoint {
-                    osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
-                }
-                match outcome.requeue_after {
-                    None => return pass,
-                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
-                }
-            }
-            Err(InfraError::Transient {
-                reason, message, ..
-            }) => {
-                eprintln!("pass {pass}: transient {reason}: {message}");
-                if let Some(s) = sink.saved.lock().unwrap().take() {
-                    osc.status = Some(s);
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => panic!("pass {pass}: {e}"),
-        }
-    }
-    panic!("not converged after {max_passes} passes");
-}
-
-async fn delete(
-    infra: &OpenStackClusterInfra,
-    scope: &ClusterScope,
-    osc: &OpenStackCluster,
-    id: &IdentitySecret,
-) -> usize {
-    for pass in 1..=80 {
-        let sink = MemSink::default();
-        match infra.delete(scope, osc, id, &sink).await {
-            Ok(DeleteProgress::Done) => return pass,
-            Ok(DeleteProgress::Requeue { after, .. }) => {
-                tokio::time::sleep(after.min(Duration::from_secs(1))).await
-            }
-            Err(InfraError::Transient {
-                reason, message, ..
-            }) => {
-                eprintln!("delete pass {pass}: transient {reason}: {message}");
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => panic!("delete pass {pass}: {e}"),
-        }
-    }
-    panic!("deletion did not finish");
+    infra::converge(infra, scope, osc, id, max_passes)
+        .await
+        .unwrap_or_else(|(reason, message)| panic!("user error {reason}: {message}"))
 }
 
 /// An independent client for checks (own session, own counters).
@@ -505,7 +441,7 @@ fn creates_checks_updates_and_deletes_a_cluster() {
 
         // Delete.
         let before = counts(&infra, &id);
-        let passes = delete(&infra, &scope, &osc, &id).await;
+        let passes = infra::delete(&infra, &scope, &osc, &id).await;
         bench("delete", passes, counts(&infra, &id) - before);
         expect_none(&inventory(&check, &names).await);
         assert!(n
@@ -552,7 +488,7 @@ fn a_crash_after_every_create_leaves_no_duplicates() {
         assert!(osc.status.is_none());
         converge(&infra, &scope, &mut osc, &id, 30).await;
         expect_one_each(&inventory(&check, &names).await);
-        delete(&infra, &scope, &osc, &id).await;
+        infra::delete(&infra, &scope, &osc, &id).await;
         expect_none(&inventory(&check, &names).await);
     });
 }
@@ -687,7 +623,7 @@ fn injected_faults_are_retried_without_duplicates() {
         println!("injected faults: {injected}");
         assert!(osc.status.as_ref().unwrap().ready);
         expect_one_each(&inventory(&check, &names).await);
-        delete(&infra, &scope, &osc, &id).await;
+        infra::delete(&infra, &scope, &osc, &id).await;
         expect_none(&inventory(&check, &names).await);
     });
 }
@@ -782,7 +718,7 @@ fn existing_network_with_a_fixed_ip_and_a_floating_ip_without_load_balancer() {
             Some("10.80.0.5")
         );
         assert!(ext.load_balancers.unwrap().ingress.unwrap().vip.unwrap().starts_with("10.80.0."));
-        delete(&infra, &scope_, &osc, &id).await;
+        infra::delete(&infra, &scope_, &osc, &id).await;
         expect_none(&inventory(&check, &names).await);
         // The user's network is theirs: it stays.
         let still: net::Network = n.get(&user_net.id).await.unwrap();
@@ -811,7 +747,7 @@ fn existing_network_with_a_fixed_ip_and_a_floating_ip_without_load_balancer() {
         converge(&infra, &scope_, &mut osc, &id, 1).await;
         assert_eq!((counts(&infra, &id) - before).writes, 0);
         assert_eq!(osc.spec.control_plane_endpoint.clone().unwrap().host, host);
-        delete(&infra, &scope_, &osc, &id).await;
+        infra::delete(&infra, &scope_, &osc, &id).await;
         expect_none(&inventory(&check, &names).await);
     });
 }

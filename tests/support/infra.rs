@@ -5,9 +5,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
-use stackhook::infra::api::OpenStackClusterStatus;
-use stackhook::infra::seam::{SinkError, StatusSink};
+use stackhook::infra::api::types::ApiEndpoint;
+use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus};
+use stackhook::infra::cluster::OpenStackClusterInfra;
+use stackhook::infra::seam::{
+    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
+};
 use stackhook::openstack::{Clients, CloudConfig};
 
 /// Status writes kept in memory; optionally every pass's first write fails,
@@ -52,4 +57,101 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// The identity Secret `namespace/name` holding `clouds_yaml`, for cloud `cloud`.
+pub fn identity(namespace: &str, name: &str, clouds_yaml: Vec<u8>, cloud: &str) -> IdentitySecret {
+    IdentitySecret {
+        namespace: namespace.into(),
+        name: name.into(),
+        resource_version: "1".into(),
+        clouds_yaml,
+        cacert: None,
+        cloud_name: cloud.into(),
+        region: None,
+    }
+}
+
+pub fn cluster(namespace: &str, name: &str, spec: OpenStackClusterSpec) -> OpenStackCluster {
+    let mut c = OpenStackCluster::new(name, spec);
+    c.metadata.namespace = Some(namespace.into());
+    c
+}
+
+pub fn scope(namespace: &str, name: &str) -> ClusterScope {
+    ClusterScope {
+        namespace: namespace.into(),
+        cluster_name: name.into(),
+        machines_remaining: 0,
+    }
+}
+
+/// Runs reconcile passes as the controller would (status kept between passes) until
+/// one asks for no requeue: the number of passes, or the first user error as
+/// `(reason, message)`. Panics after `max_passes`.
+pub async fn converge(
+    infra: &OpenStackClusterInfra,
+    scope: &ClusterScope,
+    osc: &mut OpenStackCluster,
+    id: &IdentitySecret,
+    max_passes: usize,
+) -> Result<usize, (String, String)> {
+    for pass in 1..=max_passes {
+        let sink = MemSink::default();
+        match infra.reconcile(scope, osc, id, &sink).await {
+            Ok(outcome) => {
+                osc.status = Some(outcome.status);
+                if let Some((host, port)) = outcome.control_plane_endpoint {
+                    osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
+                }
+                match outcome.requeue_after {
+                    None => return Ok(pass),
+                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
+                }
+            }
+            Err(InfraError::Transient {
+                reason, message, ..
+            }) => {
+                eprintln!("pass {pass}: transient {reason}: {message}");
+                if let Some(s) = sink.saved.lock().unwrap().take() {
+                    osc.status = Some(s);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(InfraError::User { reason, message }) => {
+                if let Some(s) = sink.saved.lock().unwrap().take() {
+                    osc.status = Some(s);
+                }
+                return Err((reason, message));
+            }
+            Err(e) => panic!("pass {pass}: {e}"),
+        }
+    }
+    panic!("not converged after {max_passes} passes");
+}
+
+/// Runs delete passes until done; the number of passes.
+pub async fn delete(
+    infra: &OpenStackClusterInfra,
+    scope: &ClusterScope,
+    osc: &OpenStackCluster,
+    id: &IdentitySecret,
+) -> usize {
+    for pass in 1..=80 {
+        let sink = MemSink::default();
+        match infra.delete(scope, osc, id, &sink).await {
+            Ok(DeleteProgress::Done) => return pass,
+            Ok(DeleteProgress::Requeue { after, .. }) => {
+                tokio::time::sleep(after.min(Duration::from_secs(1))).await
+            }
+            Err(InfraError::Transient {
+                reason, message, ..
+            }) => {
+                eprintln!("delete pass {pass}: transient {reason}: {message}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("delete pass {pass}: {e}"),
+        }
+    }
+    panic!("deletion did not finish");
 }
