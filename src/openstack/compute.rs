@@ -145,15 +145,7 @@ impl Compute for Nova {
     async fn availability_zones(&self) -> Result<Vec<AvailabilityZone>, OsError> {
         let path = "/os-availability-zone";
         let v = self
-            .session
-            .request(
-                Method::GET,
-                SERVICE,
-                path,
-                &[],
-                None,
-                &microversion_headers(BASE_MICROVERSION),
-            )
+            .call(Method::GET, path, &[], None, BASE_MICROVERSION)
             .await?;
         parse_zones(v.as_ref()).ok_or_else(|| decode_err(path, "no availabilityZoneInfo"))
     }
@@ -161,53 +153,29 @@ impl Compute for Nova {
     async fn server_groups(&self) -> Result<Vec<ServerGroup>, OsError> {
         let path = "/os-server-groups";
         let v = self
-            .session
-            .request(
-                Method::GET,
-                SERVICE,
-                path,
-                &[],
-                None,
-                &microversion_headers(SERVER_GROUP_MICROVERSION),
-            )
+            .call(Method::GET, path, &[], None, SERVER_GROUP_MICROVERSION)
             .await?;
-        let list = v
-            .and_then(|mut v| v.get_mut("server_groups").map(Value::take))
-            .ok_or_else(|| decode_err(path, "no server_groups"))?;
-        serde_json::from_value(list).map_err(|e| decode_err(path, e.to_string()))
+        take(v, "server_groups", path)
     }
 
     async fn create_server_group(&self, name: &str, policy: &str) -> Result<ServerGroup, OsError> {
         let path = "/os-server-groups";
         let body = json!({"server_group": {"name": name, "policy": policy}});
         let v = self
-            .session
-            .request(
+            .call(
                 Method::POST,
-                SERVICE,
                 path,
                 &[],
                 Some(&body),
-                &microversion_headers(SERVER_GROUP_MICROVERSION),
+                SERVER_GROUP_MICROVERSION,
             )
             .await?;
-        let group = v
-            .and_then(|mut v| v.get_mut("server_group").map(Value::take))
-            .ok_or_else(|| decode_err(path, "no server_group"))?;
-        serde_json::from_value(group).map_err(|e| decode_err(path, e.to_string()))
+        take(v, "server_group", path)
     }
 
     async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
         let path = format!("/os-server-groups/{id}");
-        self.session
-            .request(
-                Method::DELETE,
-                SERVICE,
-                &path,
-                &[],
-                None,
-                &microversion_headers(SERVER_GROUP_MICROVERSION),
-            )
+        self.call(Method::DELETE, &path, &[], None, SERVER_GROUP_MICROVERSION)
             .await
             .map(drop)
     }
@@ -235,15 +203,7 @@ impl Compute for Nova {
         let path = "/servers";
         let body = json!({ "server": body });
         let v = self
-            .session
-            .request(
-                Method::POST,
-                SERVICE,
-                path,
-                &[],
-                Some(&body),
-                &microversion_headers(microversion),
-            )
+            .call(Method::POST, path, &[], Some(&body), microversion)
             .await?
             .ok_or_else(|| decode_err(path, "empty response"))?;
         v.pointer("/server/id")
@@ -254,39 +214,50 @@ impl Compute for Nova {
 
     async fn delete_server(&self, id: &str) -> Result<(), OsError> {
         let path = format!("/servers/{id}");
-        self.session
-            .request(
-                Method::DELETE,
-                SERVICE,
-                &path,
-                &[],
-                None,
-                &microversion_headers(BASE_MICROVERSION),
-            )
+        self.call(Method::DELETE, &path, &[], None, BASE_MICROVERSION)
             .await
             .map(drop)
     }
 }
 
 impl Nova {
-    async fn get_json(&self, path: &str, query: &[(&str, String)]) -> Result<Value, OsError> {
+    /// One Nova request at `microversion` (Nova reads the header per call).
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        microversion: &str,
+    ) -> Result<Option<Value>, OsError> {
         self.session
             .request(
-                Method::GET,
+                method,
                 SERVICE,
                 path,
                 query,
-                None,
-                &microversion_headers(BASE_MICROVERSION),
+                body,
+                &microversion_headers(microversion),
             )
+            .await
+    }
+
+    async fn get_json(&self, path: &str, query: &[(&str, String)]) -> Result<Value, OsError> {
+        self.call(Method::GET, path, query, None, BASE_MICROVERSION)
             .await?
             .ok_or_else(|| decode_err(path, "empty response"))
     }
 }
 
-fn take<T: serde::de::DeserializeOwned>(mut v: Value, key: &str, path: &str) -> Result<T, OsError> {
+fn take<T: serde::de::DeserializeOwned>(
+    v: impl Into<Option<Value>>,
+    key: &str,
+    path: &str,
+) -> Result<T, OsError> {
     let inner = v
-        .get_mut(key)
+        .into()
+        .as_mut()
+        .and_then(|v| v.get_mut(key))
         .map(Value::take)
         .ok_or_else(|| decode_err(path, format!("no {key}")))?;
     serde_json::from_value(inner).map_err(|e| decode_err(path, e.to_string()))
