@@ -267,14 +267,22 @@ mod running {
         (flags, f)
     }
 
-    #[tokio::test]
-    async fn controllers_stop_when_the_lease_is_taken_over() {
+    struct Elected {
+        api: apiserver::ApiServer,
+        gauge: Gauge,
+        shutdown_tx: watch::Sender<bool>,
+        flags: Lead,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    /// `run_elected` started against a cluster with no lease, past its creation.
+    async fn elected(retry_ms: u64) -> Elected {
         let (client, mut api) = pair();
         let gauge = Gauge::default();
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (flags, f) = lead();
         let task = tokio::spawn(run_elected(
-            LeaderElector::new(client, fast(50)),
+            LeaderElector::new(client, fast(retry_ms)),
             gauge.clone(),
             shutdown_rx,
             f,
@@ -288,6 +296,24 @@ mod running {
             lease("pod-a_1", "1", "2026-01-01T00:00:00.000000Z", 0),
         )
         .await;
+        Elected {
+            api,
+            gauge,
+            shutdown_tx,
+            flags,
+            task,
+        }
+    }
+
+    #[tokio::test]
+    async fn controllers_stop_when_the_lease_is_taken_over() {
+        let Elected {
+            mut api,
+            gauge,
+            shutdown_tx,
+            flags,
+            task,
+        } = elected(50).await;
         // The renewal finds another holder (e.g. after a long pause of this process).
         api.expect(
             "GET",
@@ -321,25 +347,13 @@ mod running {
 
     #[tokio::test]
     async fn shutdown_stops_controllers_then_releases() {
-        let (client, mut api) = pair();
-        let gauge = Gauge::default();
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let (flags, f) = lead();
-        let task = tokio::spawn(run_elected(
-            LeaderElector::new(client, fast(1000)),
-            gauge.clone(),
-            shutdown_rx,
-            f,
-        ));
-        api.expect("GET", LEASE_PATH, 404, status_error(404, "NotFound"))
-            .await;
-        api.expect(
-            "POST",
-            LEASES_PATH,
-            201,
-            lease("pod-a_1", "1", "2026-01-01T00:00:00.000000Z", 0),
-        )
-        .await;
+        let Elected {
+            mut api,
+            gauge,
+            shutdown_tx,
+            flags,
+            task,
+        } = elected(1000).await;
         let deadline = Instant::now() + Duration::from_secs(5);
         while !(flags.started.load(Ordering::SeqCst) && gauge.get() == 1) {
             assert!(Instant::now() < deadline, "controllers did not start");
