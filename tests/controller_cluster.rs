@@ -243,8 +243,29 @@ fn osc_json(o: &OpenStackCluster) -> Value {
     serde_json::to_value(o).unwrap()
 }
 
+type ReconcileTask =
+    tokio::task::JoinHandle<Result<Action, stackhook::controller::cluster::ReconcileError>>;
+
+impl Fixture {
+    /// A reconcile of `o` started and past its read of the (unpaused) CAPI Cluster.
+    async fn start(&mut self, o: &OpenStackCluster) -> ReconcileTask {
+        let task = tokio::spawn(reconcile(Arc::new(o.clone()), self.ctx.clone()));
+        self.server
+            .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
+            .await;
+        task
+    }
+
+    /// [`Fixture::start`], then past the read of the identity Secret.
+    async fn start_with_identity(&mut self, o: &OpenStackCluster) -> ReconcileTask {
+        let task = self.start(o).await;
+        self.server.expect("GET", SECRET_PATH, 200, secret()).await;
+        task
+    }
+}
+
 async fn finish(
-    task: tokio::task::JoinHandle<Result<Action, stackhook::controller::cluster::ReconcileError>>,
+    task: ReconcileTask,
 ) -> Result<Action, stackhook::controller::cluster::ReconcileError> {
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
@@ -332,11 +353,7 @@ async fn finalizer_is_added_before_any_cloud_work() {
 async fn converging_pass_writes_status_endpoint_and_results() {
     let mut f = fixture(Behaviour::Converge);
     let o = osc(true, true);
-    let task = tokio::spawn(reconcile(Arc::new(o.clone()), f.ctx.clone()));
-    f.server
-        .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
-        .await;
-    f.server.expect("GET", SECRET_PATH, 200, secret()).await;
+    let task = f.start_with_identity(&o).await;
 
     // The sink's write, while the cloud half is still running.
     let saved = f
@@ -422,11 +439,7 @@ async fn endpoint_already_set_is_not_rewritten() {
         host: "api.example.com".into(),
         port: 443,
     });
-    let task = tokio::spawn(reconcile(Arc::new(o.clone()), f.ctx.clone()));
-    f.server
-        .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
-        .await;
-    f.server.expect("GET", SECRET_PATH, 200, secret()).await;
+    let task = f.start_with_identity(&o).await;
     f.server
         .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
         .await;
@@ -448,11 +461,7 @@ async fn endpoint_already_set_is_not_rewritten() {
 async fn user_error_sets_condition_and_posts_a_warning_event() {
     let mut f = fixture(Behaviour::User);
     let o = osc(true, true);
-    let task = tokio::spawn(reconcile(Arc::new(o.clone()), f.ctx.clone()));
-    f.server
-        .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
-        .await;
-    f.server.expect("GET", SECRET_PATH, 200, secret()).await;
+    let task = f.start_with_identity(&o).await;
     let st = f
         .server
         .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
@@ -493,10 +502,7 @@ async fn user_error_sets_condition_and_posts_a_warning_event() {
 async fn missing_identity_secret_is_a_user_error_without_cloud_call() {
     let mut f = fixture(Behaviour::Converge);
     let o = osc(true, true);
-    let task = tokio::spawn(reconcile(Arc::new(o.clone()), f.ctx.clone()));
-    f.server
-        .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
-        .await;
+    let task = f.start(&o).await;
     f.server
         .expect("GET", SECRET_PATH, 404, status_error(404, "NotFound"))
         .await;
@@ -589,10 +595,7 @@ async fn deletion_waits_for_machines_then_removes_the_finalizer() {
     f.results.set(NS, "c1", Default::default());
 
     // Machines remain: no credentials read, no cloud call, no finalizer change.
-    let task = tokio::spawn(reconcile(Arc::new(o.clone()), f.ctx.clone()));
-    f.server
-        .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
-        .await;
+    let task = f.start(&o).await;
     let list = f
         .server
         .expect("GET", MACHINES_PATH, 200, machine_list(&["prod-md-0-a"]))
@@ -618,10 +621,7 @@ async fn deletion_waits_for_machines_then_removes_the_finalizer() {
     assert!(f.calls.lock().unwrap().is_empty());
 
     // Machines gone: delete, then drop only our finalizer.
-    let task = tokio::spawn(reconcile(Arc::new(o.clone()), f.ctx.clone()));
-    f.server
-        .expect("GET", CLUSTER_PATH, 200, capi_cluster(false))
-        .await;
+    let task = f.start(&o).await;
     f.server
         .expect("GET", MACHINES_PATH, 200, machine_list(&[]))
         .await;
