@@ -358,19 +358,9 @@ async fn discovery_lists_exactly_the_target_versions_hooks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handler_settings_come_from_configuration() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("handlers.yaml");
-    std::fs::write(
-        &cfg,
+    let resp = server::discovery_with_handler_config(
         "defaults: {timeoutSeconds: 5}\nhandlers:\n  before-cluster-delete: {timeoutSeconds: 30, failurePolicy: Ignore}\n",
-    )
-    .unwrap();
-    let srv = Server::start(&["--handler-config", cfg.to_str().unwrap()]);
-    let c = client(srv.ca_pem.as_ref().unwrap(), Proto::H1);
-    let (_, _, resp) = post_json(
-        &c,
-        &srv.url(&format!("{PREFIX}/discovery")),
-        &json!({"apiVersion": API, "kind": "DiscoveryRequest"}),
+        Proto::H1,
     )
     .await;
     for h in resp["handlers"].as_array().unwrap() {

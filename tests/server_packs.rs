@@ -47,19 +47,9 @@ fn decode_patch(item: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_lists_per_pack_handlers_with_their_settings() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("handlers.yaml");
-    std::fs::write(
-        &cfg,
+    let resp = server::discovery_with_handler_config(
         "defaults: {timeoutSeconds: 7}\nhandlers:\n  openstack-generate-patches: {timeoutSeconds: 3, failurePolicy: Ignore}\n",
-    )
-    .unwrap();
-    let srv = Server::start(&["--handler-config", cfg.to_str().unwrap()]);
-    let c = client(srv.ca_pem.as_ref().unwrap(), Proto::H2);
-    let (_, _, resp) = post_json(
-        &c,
-        &srv.url(&format!("{PREFIX}/discovery")),
-        &json!({"apiVersion": API, "kind": "DiscoveryRequest"}),
+        Proto::H2,
     )
     .await;
     let handlers = resp["handlers"].as_array().unwrap();

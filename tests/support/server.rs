@@ -189,3 +189,19 @@ pub fn fixture(path: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// The Discovery answer of a server started with `--handler-config` holding `yaml`.
+pub async fn discovery_with_handler_config(yaml: &str, proto: Proto) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("handlers.yaml");
+    std::fs::write(&cfg, yaml).expect("write handler config");
+    let srv = Server::start(&["--handler-config", cfg.to_str().expect("utf-8 path")]);
+    let c = client(srv.ca_pem.as_ref().expect("ca"), proto);
+    let (_, _, resp) = post_json(
+        &c,
+        &srv.url(&format!("{PREFIX}/discovery")),
+        &serde_json::json!({"apiVersion": API, "kind": "DiscoveryRequest"}),
+    )
+    .await;
+    resp
+}
