@@ -383,37 +383,12 @@ fn bad_handler_configuration_stops_start_up_with_a_message() {
         "handlers:\n  before-cluster-delete: {timeoutSeconds: 31}\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--handler-config",
-        ])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = server::serve_fails(&[std::ffi::OsStr::new("--handler-config"), cfg.as_os_str()]);
     assert!(
         err.contains("handlers.before-cluster-delete.timeoutSeconds is 31; CAPI accepts 0 to 30"),
         "{err}"
     );
     std::fs::write(&cfg, "handlers:\n  no-such-handler: {timeoutSeconds: 3}\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--handler-config",
-        ])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("\"no-such-handler\""));
+    let err = server::serve_fails(&[std::ffi::OsStr::new("--handler-config"), cfg.as_os_str()]);
+    assert!(err.contains("\"no-such-handler\""), "{err}");
 }

@@ -228,20 +228,7 @@ fn a_broken_pack_stops_start_up_naming_the_file() {
         "name: broken\npatches:\n- name: p\n  definitions: []\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--extensions",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = server::serve_fails(&[std::ffi::OsStr::new("--extensions"), dir.path().as_os_str()]);
     assert!(
         err.contains("broken.yaml:4: patches[0].definitions: at least one definition is required"),
         "{err}"

@@ -269,21 +269,11 @@ fn bad_certificate_files_stop_start_up_with_a_message() {
     let k = dir.path().join("tls.key");
     std::fs::write(&c, "not a certificate").unwrap();
     std::fs::write(&k, "not a key").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--tls-cert-file")
-        .arg(&c)
-        .arg("--tls-key-file")
-        .arg(&k)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = server::serve_fails(&[
+        std::ffi::OsStr::new("--tls-cert-file"),
+        c.as_os_str(),
+        std::ffi::OsStr::new("--tls-key-file"),
+        k.as_os_str(),
+    ]);
     assert!(err.contains("tls.crt: no CERTIFICATE block"), "{err}");
 }

@@ -205,3 +205,21 @@ pub async fn discovery_with_handler_config(yaml: &str, proto: Proto) -> serde_js
     .await;
     resp
 }
+
+/// Runs `stackhook serve` on ephemeral loopback ports with `extra`, which must make it
+/// refuse to start; its stderr.
+pub fn serve_fails<S: AsRef<std::ffi::OsStr>>(extra: &[S]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_stackhook"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .output()
+        .expect("run stackhook");
+    assert!(!out.status.success(), "stackhook serve started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
