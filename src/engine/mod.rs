@@ -76,13 +76,7 @@ impl PatchEngine for EmptyEngine {
     }
 
     fn generate_patches(&self, _: &str, _: &GeneratePatchesRequest) -> GeneratePatchesResponse {
-        GeneratePatchesResponse {
-            api_version: API_VERSION.to_string(),
-            kind: response_kind(Hook::GeneratePatches),
-            status: ResponseStatus::Success,
-            message: String::new(),
-            items: vec![],
-        }
+        GeneratePatchesResponse::success()
     }
 
     fn discover_variables(

@@ -141,7 +141,10 @@ impl PatchEngine for PackEngine {
         }
         let pack = self.pack(Hook::GeneratePatches, handler)?;
         let items = cache.get(&PatchCache::key(&pack.name, fp, uids)?, fp, uids)?;
-        Some(GeneratePatchesResponse { items, ..success() })
+        Some(GeneratePatchesResponse {
+            items,
+            ..GeneratePatchesResponse::success()
+        })
     }
 
     fn generate_patches_with(
@@ -153,7 +156,7 @@ impl PatchEngine for PackEngine {
         if is_generic(Hook::GeneratePatches, handler) {
             return EmptyEngine.generate_patches(handler, req);
         }
-        let mut resp = success();
+        let mut resp = GeneratePatchesResponse::success();
         let result = match self.pack(Hook::GeneratePatches, handler) {
             Some(p) => {
                 let uids: Vec<&str> = req.items.iter().map(|i| i.uid.as_str()).collect();
@@ -261,9 +264,4 @@ fn is_generic(hook: Hook, handler: &str) -> bool {
 fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         .unwrap_or_else(|_| Err("internal error while evaluating the pack".to_string()))
-}
-
-/// A successful answer with no patches yet.
-fn success() -> GeneratePatchesResponse {
-    EmptyEngine.generate_patches("", &GeneratePatchesRequest::default())
 }

@@ -28,7 +28,7 @@ pub struct GeneratePatchesRequestItem {
     pub variables: Vec<Variable>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GeneratePatchesRequest {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -56,6 +56,19 @@ pub struct GeneratePatchesResponse {
     pub message: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<GeneratePatchesResponseItem>,
+}
+
+impl GeneratePatchesResponse {
+    /// A successful answer with no patches (yet).
+    pub fn success() -> Self {
+        GeneratePatchesResponse {
+            api_version: super::API_VERSION.to_string(),
+            kind: super::response_kind(super::Hook::GeneratePatches),
+            status: ResponseStatus::Success,
+            message: String::new(),
+            items: vec![],
+        }
+    }
 }
 
 /// ValidateTopology items carry no `uid`: the objects are already fully patched.
