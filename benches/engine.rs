@@ -10,10 +10,10 @@ use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use stackhook::engine::clusterclass::{Cluster, ClusterClass};
+use stackhook::engine::fingerprint::GeneratePatchesWire;
 use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::render::{self, Inputs, Templates};
 use stackhook::sdk::decode::{decode, decode_generate_patches};
-use stackhook::sdk::fingerprint::GeneratePatchesWire;
 use stackhook::sdk::topology::GeneratePatchesRequest;
 use stackhook::sdk::{Hook, ResponseStatus};
 

@@ -1,6 +1,7 @@
 //! stackhook: a Cluster API Runtime Extension server with OpenStack infrastructure
 //! controllers in the same process.
 
+pub mod admin;
 pub mod config;
 pub mod controller;
 pub mod engine;
@@ -8,6 +9,7 @@ pub mod hooks;
 pub mod infra;
 pub mod metrics;
 pub mod openstack;
+pub mod process;
 pub mod render;
 pub mod sdk;
 pub mod server;

@@ -91,13 +91,8 @@ fn main() -> anyhow::Result<()> {
             );
             let engine: Arc<dyn PatchEngine> =
                 Arc::new(packs.with_patch_cache(args.patch_cache_entries));
-            let registry = stackhook::server::default_registry(&args);
-            // Shared by the controllers (with --controllers) and the hook handlers.
-            let results = stackhook::controller::ClusterResults::new();
             runtime
-                .block_on(stackhook::server::run_with_results(
-                    *args, engine, registry, results,
-                ))
+                .block_on(stackhook::process::run(*args, engine))
                 .context("serve")?;
             Ok(())
         }

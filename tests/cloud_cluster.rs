@@ -28,9 +28,10 @@ use stackhook::infra::api::extensions::{
     ClusterSpecExtensions, IngressVipSpec, LoadBalancersSpec, NetworkingSpec,
 };
 use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
-use stackhook::infra::api::types::{is_condition_true, ApiEndpoint, OpenStackIdentityReference};
+use stackhook::infra::api::types::{ApiEndpoint, OpenStackIdentityReference};
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
+use stackhook::infra::conditions::is_true as is_condition_true;
 use stackhook::infra::seam::{ClusterInfra, ClusterScope, IdentitySecret, InfraError};
 use stackhook::openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook::openstack::networking::{self as net, Networking};

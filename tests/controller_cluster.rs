@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use stackhook::controller::capi::CapiResources;
 use stackhook::controller::cluster::{reconcile, ClusterContext, Timing};
-use stackhook::controller::ClusterResults;
+use stackhook::hooks::ClusterResults;
 use stackhook::infra::api::cluster::NetworkStatusWithSubnets;
 use stackhook::infra::api::extensions::{ClusterStatusExtensions, LoadBalancersStatus, VirtualIp};
 use stackhook::infra::api::types::OpenStackIdentityReference;
@@ -538,7 +538,7 @@ async fn panicking_backend_is_a_transient_error_not_a_dead_controller() {
     assert!(
         matches!(
             &err,
-            stackhook::controller::cluster::ReconcileError::Transient { reason, .. } if reason == "InternalError"
+            stackhook::controller::cluster::ReconcileError::Panicked
         ),
         "{err}"
     );

@@ -29,7 +29,8 @@ use tokio::sync::watch;
 
 use stackhook::controller::capi::CapiResources;
 use stackhook::controller::cluster::{self, ClusterContext, Timing};
-use stackhook::controller::{leader, ClusterResults};
+use stackhook::controller::leader;
+use stackhook::hooks::ClusterResults;
 use stackhook::infra::api::extensions::{
     ClusterStatusExtensions, LoadBalancersStatus, NtpStatus, PlatformStatus, VirtualIp,
 };

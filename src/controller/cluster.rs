@@ -21,11 +21,12 @@ use serde_json::json;
 use super::backoff::Backoff;
 use super::capi::{self, CapiResources};
 use super::identity::{read_identity, IdentityError};
-use super::results::{ClusterResult, ClusterResults};
-use super::status::{set_condition, PatchStatusSink};
+use super::status::PatchStatusSink;
+use crate::hooks::results::{ClusterResult, ClusterResults};
 use crate::infra::api::names::{conditions, CLUSTER_FINALIZER, CLUSTER_NAME_LABEL};
-use crate::infra::api::types::{find_condition, ApiEndpoint};
+use crate::infra::api::types::ApiEndpoint;
 use crate::infra::api::{cluster::ClusterInitialization, OpenStackCluster};
+use crate::infra::conditions::{self as cond, Severity};
 use crate::infra::seam::{ClusterInfra, ClusterScope, DeleteProgress, InfraError, SinkError};
 use crate::metrics::{ControllerMetrics, ReconcileOutcome};
 
@@ -107,19 +108,33 @@ impl<I: ClusterInfra> ClusterContext<I> {
 pub enum ReconcileError {
     #[error("apiserver: {0}")]
     Kube(#[from] kube::Error),
-    #[error("{reason}: {message}")]
-    Transient {
-        reason: String,
-        message: String,
-        retry_after: Option<Duration>,
-    },
+    /// From the cloud half. User errors are answered with a condition and an Event
+    /// before they get here, so in practice this is a transient or a status-write error.
     #[error(transparent)]
-    Sink(#[from] SinkError),
+    Infra(#[from] InfraError),
+    #[error("reconcile panicked")]
+    Panicked,
     #[error("object has no namespace")]
     NoNamespace,
 }
 
-/// One reconcile, with its outcome counted and timed.
+impl From<SinkError> for ReconcileError {
+    fn from(e: SinkError) -> ReconcileError {
+        ReconcileError::Infra(InfraError::Sink(e))
+    }
+}
+
+/// One reconcile, with its outcome counted and timed. Its span names the object, so
+/// every line the cloud half logs meanwhile carries the namespace and name.
+#[tracing::instrument(
+    name = "reconcile",
+    skip_all,
+    fields(
+        controller = CONTROLLER,
+        namespace = %osc.namespace().unwrap_or_default(),
+        name = %osc.name_any(),
+    )
+)]
 pub async fn reconcile<I: ClusterInfra>(
     osc: Arc<OpenStackCluster>,
     ctx: Arc<ClusterContext<I>>,
@@ -131,12 +146,8 @@ pub async fn reconcile<I: ClusterInfra>(
         .catch_unwind()
         .await
         .unwrap_or_else(|_| {
-            tracing::error!(namespace = ?osc.namespace(), name = %osc.name_any(), "reconcile panicked");
-            Err(ReconcileError::Transient {
-                reason: "InternalError".into(),
-                message: "reconcile panicked".into(),
-                retry_after: None,
-            })
+            tracing::error!("reconcile panicked");
+            Err(ReconcileError::Panicked)
         });
     let outcome = match &result {
         Ok((_, outcome)) => *outcome,
@@ -160,10 +171,10 @@ pub fn error_policy<I: ClusterInfra>(
     let (ns, name) = (osc.namespace().unwrap_or_default(), osc.name_any());
     let backoff = ctx.backoff.next(&ns, &name);
     let delay = match err {
-        ReconcileError::Transient {
+        ReconcileError::Infra(InfraError::Transient {
             retry_after: Some(after),
             ..
-        } => *after,
+        }) => *after,
         _ => backoff,
     };
     tracing::warn!(namespace = %ns, name = %name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
@@ -195,7 +206,7 @@ async fn reconcile_inner<I: ClusterInfra>(
             .cloned()
             .unwrap_or_else(|| name.clone()),
         None => {
-            tracing::debug!(namespace = %ns, name = %name, "waiting for CAPI to set the Cluster owner reference");
+            tracing::debug!("waiting for CAPI to set the Cluster owner reference");
             return Ok((Action::await_change(), ReconcileOutcome::skipped));
         }
     };
@@ -208,14 +219,14 @@ async fn reconcile_inner<I: ClusterInfra>(
         None => None,
     };
     if cluster.is_none() && !deleting {
-        tracing::info!(namespace = %ns, name = %name, cluster = %cluster_name, "owner Cluster not found");
+        tracing::info!(cluster = %cluster_name, "owner Cluster not found");
         return Ok((
             Action::requeue(ctx.timing.missing_cluster),
             ReconcileOutcome::skipped,
         ));
     }
     if capi::is_paused(cluster.as_ref(), osc) {
-        tracing::debug!(namespace = %ns, name = %name, "paused");
+        tracing::debug!("paused");
         return Ok((Action::await_change(), ReconcileOutcome::skipped));
     }
     let api: Api<OpenStackCluster> = Api::namespaced(ctx.client.clone(), &ns);
@@ -281,18 +292,7 @@ async fn apply<I: ClusterInfra>(
         Err(InfraError::User { reason, message }) => {
             return user_error(osc, ctx, &sink, "Reconcile", &reason, &message).await;
         }
-        Err(InfraError::Transient {
-            reason,
-            message,
-            retry_after,
-        }) => {
-            return Err(ReconcileError::Transient {
-                reason,
-                message,
-                retry_after,
-            })
-        }
-        Err(InfraError::Sink(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
     };
 
     // The endpoint goes first: CAPI copies it once the object reports ready.
@@ -313,24 +313,16 @@ async fn apply<I: ClusterInfra>(
     }
 
     let mut status = outcome.status;
-    if find_condition(&status.conditions, conditions::READY).is_none() {
+    if cond::find(&status.conditions, conditions::READY).is_none() {
         if status.ready {
-            set_condition(
-                &mut status.conditions,
-                conditions::READY,
-                "True",
-                None,
-                None,
-                None,
-            );
+            cond::mark_true(&mut status.conditions, conditions::READY);
         } else {
-            set_condition(
+            cond::mark_false(
                 &mut status.conditions,
                 conditions::READY,
-                "False",
-                Some("Provisioning"),
-                Some("cloud resources are being created"),
-                Some("Info"),
+                "Provisioning",
+                Severity::Info,
+                "cloud resources are being created",
             );
         }
     }
@@ -367,7 +359,10 @@ async fn cleanup<I: ClusterInfra>(
         .items
         .len();
     if remaining > 0 {
-        tracing::info!(namespace = %scope.namespace, name = %name, machines = remaining, "deletion waits for the cluster's Machines");
+        tracing::info!(
+            machines = remaining,
+            "deletion waits for the cluster's Machines"
+        );
         return Ok((
             Action::requeue(ctx.timing.machines),
             ReconcileOutcome::waiting,
@@ -386,26 +381,17 @@ async fn cleanup<I: ClusterInfra>(
         Ok(DeleteProgress::Done) => {
             set_finalizers(api, osc, |f| f.retain(|x| x != CLUSTER_FINALIZER)).await?;
             ctx.results.remove(&scope.namespace, &name);
-            tracing::info!(namespace = %scope.namespace, name = %name, "cloud resources deleted; finalizer removed");
+            tracing::info!("cloud resources deleted; finalizer removed");
             Ok((Action::await_change(), ReconcileOutcome::success))
         }
         Ok(DeleteProgress::Requeue { after, reason }) => {
-            tracing::info!(namespace = %scope.namespace, name = %name, %reason, "deletion in progress");
+            tracing::info!(%reason, "deletion in progress");
             Ok((Action::requeue(after), ReconcileOutcome::waiting))
         }
         Err(InfraError::User { reason, message }) => {
             user_error(osc, ctx, &sink, "Delete", &reason, &message).await
         }
-        Err(InfraError::Transient {
-            reason,
-            message,
-            retry_after,
-        }) => Err(ReconcileError::Transient {
-            reason,
-            message,
-            retry_after,
-        }),
-        Err(InfraError::Sink(e)) => Err(e.into()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -419,13 +405,12 @@ async fn user_error<I: ClusterInfra>(
     message: &str,
 ) -> Result<(Action, ReconcileOutcome), ReconcileError> {
     let mut status = sink.last();
-    set_condition(
+    cond::mark_false(
         &mut status.conditions,
         conditions::READY,
-        "False",
-        Some(reason),
-        Some(message),
-        Some("Error"),
+        reason,
+        Severity::Error,
+        message,
     );
     sink.write(&status).await?;
     let event = Event {

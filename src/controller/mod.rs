@@ -1,9 +1,7 @@
 //! The in-process OpenStack infrastructure controllers (kube-rs): the
-//! Kubernetes half of CAPO's OpenStackCluster controller, leader election, and
-//! the store of results that hook handlers read.
-//!
-//! Hooks are served on every replica; the controllers run only on the replica
-//! that holds the Lease. A failure to start them never stops the hook server.
+//! Kubernetes half of CAPO's OpenStackCluster controller, its settings, the
+//! Kubernetes client and leader election. The process module starts them; they
+//! publish into the store the hook registry reads.
 
 pub mod backoff;
 pub mod capi;
@@ -11,23 +9,15 @@ pub mod cloud;
 pub mod cluster;
 pub mod identity;
 pub mod leader;
-pub mod results;
 pub mod status;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
-use tokio::sync::watch;
 
 use crate::config::ServeArgs;
-use crate::metrics::ControllerMetrics;
-use capi::CapiResources;
-use cluster::{ClusterContext, Timing};
-use leader::{LeaderElector, LeaseSettings};
-pub use results::{ClusterResult, ClusterResults};
 
 /// Settings of the controllers, from the `serve` flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,103 +103,6 @@ pub async fn client(cfg: &ControllerConfig) -> Result<Client, StartError> {
             .map_err(|e| StartError::NoConfig(e.to_string()))?,
     };
     Client::try_from(config).map_err(StartError::Client)
-}
-
-/// Runs the controllers until `shutdown` is raised. Logs and returns when they
-/// cannot start; never panics.
-pub async fn run(
-    cfg: ControllerConfig,
-    metrics: ControllerMetrics,
-    results: ClusterResults,
-    shutdown: watch::Receiver<bool>,
-) {
-    if let Err(e) = run_inner(cfg, metrics, results, shutdown).await {
-        match e {
-            StartError::NoConfig(_) => {
-                tracing::warn!(error = %e, "controllers are off: no kubeconfig or in-cluster config found; serving hooks only")
-            }
-            _ => tracing::error!(error = %e, "controllers are off; serving hooks only"),
-        }
-    }
-}
-
-async fn run_inner(
-    cfg: ControllerConfig,
-    metrics: ControllerMetrics,
-    results: ClusterResults,
-    shutdown: watch::Receiver<bool>,
-) -> Result<(), StartError> {
-    let client = client(&cfg).await?;
-    let lease = if cfg.leader_election {
-        let settings = LeaseSettings {
-            namespace: cfg
-                .leader_election_namespace
-                .clone()
-                .unwrap_or_else(|| client.default_namespace().to_string()),
-            name: cfg.leader_election_id.clone(),
-            identity: leader::default_identity(),
-            lease_duration: cfg.lease_duration,
-            renew_deadline: cfg.renew_deadline,
-            retry_period: cfg.retry_period,
-        };
-        settings.validate()?;
-        Some(settings)
-    } else {
-        None
-    };
-    let infra = cloud::cluster_infra(&cfg);
-    let capi = match CapiResources::discover(&client).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not ask for the preferred cluster.x-k8s.io version; using v1beta1");
-            CapiResources::at("v1beta1")
-        }
-    };
-    tracing::info!(capi_version = %capi.cluster.version, "controllers enabled");
-    let ctx = Arc::new(ClusterContext::new(
-        client.clone(),
-        infra,
-        capi,
-        results.clone(),
-        metrics.clone(),
-        Timing::default(),
-    ));
-    let namespace = cfg.watch_namespace.clone();
-    let concurrency = cfg.concurrency;
-    match lease {
-        Some(settings) => {
-            let elector = LeaderElector::new(client, settings);
-            leader::run_elected(elector, metrics.leader.clone(), shutdown, move |stop| {
-                let ctx = ctx.clone();
-                let namespace = namespace.clone();
-                let results = results.clone();
-                async move {
-                    cluster::run(
-                        ctx,
-                        namespace.as_deref(),
-                        concurrency,
-                        leader::stopped(stop),
-                    )
-                    .await;
-                    // Another replica writes from now on; do not serve stale entries.
-                    results.clear();
-                }
-            })
-            .await;
-        }
-        None => {
-            metrics.leader.set(1);
-            cluster::run(
-                ctx,
-                namespace.as_deref(),
-                concurrency,
-                leader::stopped(shutdown),
-            )
-            .await;
-            metrics.leader.set(0);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

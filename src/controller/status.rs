@@ -1,5 +1,5 @@
 //! Status writes of the OpenStackCluster controller: the [`StatusSink`] the
-//! cloud half calls after every create, conditions, and the minimal JSON merge
+//! cloud half calls after every create, and the minimal JSON merge
 //! patch (RFC 7396) between what was last written and what is wanted.
 
 use std::sync::Mutex;
@@ -8,7 +8,6 @@ use kube::api::{Patch, PatchParams};
 use kube::Api;
 use serde_json::{Map, Value};
 
-use crate::infra::api::types::Condition;
 use crate::infra::api::{OpenStackCluster, OpenStackClusterStatus};
 use crate::infra::seam::{SinkError, StatusSink};
 
@@ -41,55 +40,6 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
         _ if old == new => None,
         _ => Some(new.clone()),
     }
-}
-
-/// RFC 3339 with seconds, as metav1.Time serializes.
-pub fn now_rfc3339() -> String {
-    use k8s_openapi::jiff::{Timestamp, Unit};
-    let now = Timestamp::now();
-    now.round(Unit::Second).unwrap_or(now).to_string()
-}
-
-/// Sets a condition, keeping `lastTransitionTime` when the status did not change.
-pub fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    status: &str,
-    reason: Option<&str>,
-    message: Option<&str>,
-    severity: Option<&str>,
-) {
-    let now = now_rfc3339();
-    let mut new = Condition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        severity: severity.map(str::to_string),
-        last_transition_time: now,
-        reason: reason.filter(|r| !r.is_empty()).map(str::to_string),
-        message: message
-            .filter(|m| !m.is_empty())
-            .map(|m| truncate(m, 10240)),
-    };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(existing) => {
-            if existing.status == new.status {
-                new.last_transition_time = existing.last_transition_time.clone();
-            }
-            *existing = new;
-        }
-        None => conditions.push(new),
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }
 
 /// Writes `/status` of one OpenStackCluster with merge patches against the
@@ -178,31 +128,5 @@ mod tests {
         json_patch::merge(&mut patched, &merge_diff(&old, &new).unwrap());
         // RFC 7396 drops nulls on merge, so a null member in `new` reads as absent.
         assert_eq!(patched, json!({"a": {"c": [3]}, "e": {}}));
-    }
-
-    #[test]
-    fn transition_time_kept_while_status_is_unchanged() {
-        let mut conds = vec![Condition {
-            type_: "Ready".into(),
-            status: "False".into(),
-            severity: Some("Error".into()),
-            last_transition_time: "2020-01-01T00:00:00Z".into(),
-            reason: Some("A".into()),
-            message: Some("a".into()),
-        }];
-        set_condition(
-            &mut conds,
-            "Ready",
-            "False",
-            Some("B"),
-            Some("b"),
-            Some("Error"),
-        );
-        assert_eq!(conds[0].last_transition_time, "2020-01-01T00:00:00Z");
-        assert_eq!(conds[0].reason.as_deref(), Some("B"));
-        set_condition(&mut conds, "Ready", "True", None, None, None);
-        assert_ne!(conds[0].last_transition_time, "2020-01-01T00:00:00Z");
-        assert_eq!(conds[0].reason, None);
-        assert_eq!(conds.len(), 1);
     }
 }

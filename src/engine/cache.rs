@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::sdk::fingerprint::Fingerprint;
+use super::fingerprint::Fingerprint;
 use crate::sdk::topology::GeneratePatchesResponseItem;
 
 /// The patches of one answer, each with the fingerprint of the item it is for.

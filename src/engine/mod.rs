@@ -1,8 +1,10 @@
 //! The patch engine: GeneratePatches, DiscoverVariables and ValidateTopology.
 //!
 //! The server only knows the [`PatchEngine`] trait; what a patch is lives behind it.
+//! GeneratePatches is handed the raw body, so an engine that keeps answers
+//! ([`cache`], [`fingerprint`]) recognises a resent request before decoding it.
 
-use crate::sdk::fingerprint::Fingerprint;
+use crate::sdk::decode::{decode_generate_patches, DecodeError};
 use crate::sdk::topology::{
     DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
     GeneratePatchesResponse, ValidateTopologyRequest,
@@ -17,6 +19,16 @@ pub struct EngineHandlers {
     pub validate_topology: Vec<String>,
 }
 
+/// A GeneratePatches answer and what the call's log line says about it.
+#[derive(Debug, Clone)]
+pub struct PatchAnswer {
+    pub response: GeneratePatchesResponse,
+    /// The log line's detail: the failure message, or how the answer was found.
+    pub detail: String,
+    /// `(namespace, name)` of the Cluster the request is for, when it says.
+    pub cluster: Option<(String, String)>,
+}
+
 /// Answers the topology-mutation hooks. Implementations are pure CPU work, so the calls
 /// are synchronous; the server never inspects what they return beyond `status`.
 pub trait PatchEngine: Send + Sync + 'static {
@@ -26,31 +38,21 @@ pub trait PatchEngine: Send + Sync + 'static {
         handler: &str,
         req: &GeneratePatchesRequest,
     ) -> GeneratePatchesResponse;
-    /// An answer already computed for a request with this content, if the engine keeps
-    /// any. The server asks before decoding a request in full; `uids[i]` belongs to the
-    /// item fingerprinted `fp.items[i]`.
-    fn remembered_patches(
-        &self,
-        _handler: &str,
-        _fp: &Fingerprint,
-        _uids: &[&str],
-    ) -> Option<GeneratePatchesResponse> {
-        None
-    }
-    /// Whether [`PatchEngine::remembered_patches`] can ever answer: if not, the server
-    /// does not fingerprint requests.
-    fn keeps_answers(&self) -> bool {
-        false
-    }
-    /// [`PatchEngine::generate_patches`] for a request whose fingerprint the caller
-    /// already has, so that an engine that stores answers need not compute it again.
-    fn generate_patches_with(
+    /// Answers a GeneratePatches request body; an error is a body that is not a
+    /// GeneratePatches request. The default decodes it and calls
+    /// [`PatchEngine::generate_patches`].
+    fn answer_generate_patches(
         &self,
         handler: &str,
-        req: &GeneratePatchesRequest,
-        _fp: Option<Fingerprint>,
-    ) -> GeneratePatchesResponse {
-        self.generate_patches(handler, req)
+        body: &[u8],
+    ) -> Result<PatchAnswer, DecodeError> {
+        let req = decode_generate_patches(body)?;
+        let response = self.generate_patches(handler, &req);
+        Ok(PatchAnswer {
+            detail: response.message.clone(),
+            cluster: req.cluster(),
+            response,
+        })
     }
     fn discover_variables(
         &self,
@@ -102,6 +104,7 @@ impl PatchEngine for EmptyEngine {
 pub mod cache;
 pub mod clusterclass;
 pub mod discover;
+pub mod fingerprint;
 pub mod generate;
 pub mod pack;
 pub mod packs;

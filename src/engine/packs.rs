@@ -9,9 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::cache::PatchCache;
+use super::fingerprint::{Fingerprint, GeneratePatchesWire};
 use super::pack::{self, Pack, PackError};
-use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchEngine};
-use crate::sdk::fingerprint::Fingerprint;
+use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchAnswer, PatchEngine};
+use crate::sdk::decode::{decode, decode_generate_patches, DecodeError};
 use crate::sdk::topology::{
     DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
     GeneratePatchesResponse, ValidateTopologyRequest,
@@ -98,38 +99,15 @@ impl PackEngine {
     }
 }
 
-impl PatchEngine for PackEngine {
-    fn handlers(&self) -> EngineHandlers {
-        let names = |hook: Hook| -> Vec<String> {
-            std::iter::once(hook.default_handler_name())
-                .chain(self.packs.iter().map(|p| handler_name(&p.name, hook)))
-                .collect()
-        };
-        EngineHandlers {
-            generate_patches: names(Hook::GeneratePatches),
-            discover_variables: names(Hook::DiscoverVariables),
-            validate_topology: names(Hook::ValidateTopology),
-        }
-    }
-
-    fn generate_patches(
-        &self,
-        handler: &str,
-        req: &GeneratePatchesRequest,
-    ) -> GeneratePatchesResponse {
-        let fp = self
-            .cache
-            .is_some()
-            .then(|| Fingerprint::of_request(req))
-            .flatten();
-        self.generate_patches_with(handler, req, fp)
-    }
-
-    fn keeps_answers(&self) -> bool {
+impl PackEngine {
+    /// Whether this engine keeps answers; if not, requests are never fingerprinted.
+    pub fn keeps_answers(&self) -> bool {
         self.cache.is_some()
     }
 
-    fn remembered_patches(
+    /// An answer already computed for a request with this content. `uids[i]` belongs
+    /// to the item fingerprinted `fp.items[i]`.
+    pub fn remembered_patches(
         &self,
         handler: &str,
         fp: &Fingerprint,
@@ -147,7 +125,9 @@ impl PatchEngine for PackEngine {
         })
     }
 
-    fn generate_patches_with(
+    /// GeneratePatches for a request whose fingerprint the caller already has, so it
+    /// is not computed again; the answer is stored when the engine keeps answers.
+    pub fn generate_patches_with(
         &self,
         handler: &str,
         req: &GeneratePatchesRequest,
@@ -188,6 +168,77 @@ impl PatchEngine for PackEngine {
             }
         }
         resp
+    }
+}
+
+impl PatchEngine for PackEngine {
+    fn handlers(&self) -> EngineHandlers {
+        let names = |hook: Hook| -> Vec<String> {
+            std::iter::once(hook.default_handler_name())
+                .chain(self.packs.iter().map(|p| handler_name(&p.name, hook)))
+                .collect()
+        };
+        EngineHandlers {
+            generate_patches: names(Hook::GeneratePatches),
+            discover_variables: names(Hook::DiscoverVariables),
+            validate_topology: names(Hook::ValidateTopology),
+        }
+    }
+
+    fn generate_patches(
+        &self,
+        handler: &str,
+        req: &GeneratePatchesRequest,
+    ) -> GeneratePatchesResponse {
+        let fp = self
+            .cache
+            .is_some()
+            .then(|| Fingerprint::of_request(req))
+            .flatten();
+        self.generate_patches_with(handler, req, fp)
+    }
+
+    fn answer_generate_patches(
+        &self,
+        handler: &str,
+        body: &[u8],
+    ) -> Result<PatchAnswer, DecodeError> {
+        // An unchanged Cluster's request is answered from its fingerprint alone, read
+        // off the body without building the objects. Without a cache the request is
+        // decoded in one plain pass and never fingerprinted.
+        let wire = self
+            .keeps_answers()
+            .then(|| GeneratePatchesWire::read(body))
+            .flatten();
+        let Some(wire) = wire else {
+            let req = decode_generate_patches(body)?;
+            let response = self.generate_patches_with(handler, &req, None);
+            return Ok(PatchAnswer {
+                detail: response.message.clone(),
+                cluster: req.cluster(),
+                response,
+            });
+        };
+        let fp = wire.fingerprint();
+        let uids: Vec<&str> = wire.items.iter().map(|i| i.uid.as_ref()).collect();
+        if let Some(response) = self.remembered_patches(handler, &fp, &uids) {
+            return Ok(PatchAnswer {
+                response,
+                detail: "answered from the patch cache".to_string(),
+                cluster: wire.cluster(),
+            });
+        }
+        // The parts are already found: build the request from them.
+        let req = match wire.to_request() {
+            Some(req) => req,
+            None => decode(Hook::GeneratePatches, body)?,
+        };
+        let response = self.generate_patches_with(handler, &req, Some(fp));
+        Ok(PatchAnswer {
+            detail: response.message.clone(),
+            cluster: req.cluster(),
+            response,
+        })
     }
 
     fn discover_variables(

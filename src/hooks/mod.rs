@@ -4,7 +4,10 @@
 //! without touching the server.
 
 pub mod hold;
+pub mod results;
 pub mod upgrade_plan;
+
+pub use results::{ClusterResult, ClusterResults};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,10 +38,11 @@ pub trait LifecycleHandler: Send + Sync + 'static {
     fn handle<'a>(&'a self, event: &'a LifecycleEvent) -> BoxFuture<'a, Answer>;
 }
 
-/// Handlers per hook, kept sorted by name.
+/// Handlers per hook, kept sorted by name, and the controllers' results they read.
 #[derive(Default, Clone)]
 pub struct Registry {
     handlers: BTreeMap<Hook, BTreeMap<String, Arc<dyn LifecycleHandler>>>,
+    results: ClusterResults,
 }
 
 /// The combined answer for one call, before it is shaped into a wire response.
@@ -52,6 +56,20 @@ pub struct Combined {
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A registry whose handlers read `results`, the store the controllers fill.
+    pub fn with_results(results: ClusterResults) -> Self {
+        Registry {
+            handlers: BTreeMap::new(),
+            results,
+        }
+    }
+
+    /// What the infrastructure controllers last published, per cluster. Handlers get
+    /// it at registration; the process hands the same store to the controllers.
+    pub fn results(&self) -> &ClusterResults {
+        &self.results
     }
 
     pub fn register(&mut self, handler: Arc<dyn LifecycleHandler>) {

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod cluster;
+pub mod conditions;
 pub mod seam;
 
 pub use api::{crds, crds_yaml};

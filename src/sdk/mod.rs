@@ -6,7 +6,6 @@ pub mod cluster;
 pub mod common;
 pub mod decode;
 pub mod discovery;
-pub mod fingerprint;
 pub mod inplace;
 pub mod lifecycle;
 pub mod topology;

@@ -149,3 +149,42 @@ pub struct DiscoverVariablesResponse {
     #[serde(default)]
     pub variables: Vec<ClusterClassVariable>,
 }
+
+impl GeneratePatchesRequest {
+    /// `(namespace, name)` of the Cluster the request is for, when it says.
+    pub fn cluster(&self) -> Option<(String, String)> {
+        cluster_of(
+            &self.variables,
+            self.items.iter().map(|i| &i.holder_reference),
+        )
+    }
+}
+
+impl ValidateTopologyRequest {
+    /// `(namespace, name)` of the Cluster the request is for, when it says.
+    pub fn cluster(&self) -> Option<(String, String)> {
+        cluster_of(
+            &self.variables,
+            self.items.iter().map(|i| &i.holder_reference),
+        )
+    }
+}
+
+/// The cluster a topology request is for: `builtin.cluster`, else the Cluster holder.
+fn cluster_of<'a>(
+    vars: &[Variable],
+    mut holders: impl Iterator<Item = &'a HolderReference>,
+) -> Option<(String, String)> {
+    if let Some(b) = vars.iter().find(|v| v.name == "builtin") {
+        let c = &b.value["cluster"];
+        if let (Some(ns), Some(n)) = (
+            c.get("namespace").and_then(Value::as_str),
+            c.get("name").and_then(Value::as_str),
+        ) {
+            return Some((ns.to_string(), n.to_string()));
+        }
+    }
+    holders
+        .find(|h| h.kind == "Cluster")
+        .map(|h| (h.namespace.clone(), h.name.clone()))
+}

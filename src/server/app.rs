@@ -5,18 +5,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::config::{ConfigError, HandlerConfig, HandlerSettings};
-use crate::controller::ClusterResults;
 use crate::engine::PatchEngine;
 use crate::hooks::{upgrade_plan, LifecycleResponse, Registry};
 use crate::metrics::{Metrics, Outcome};
-use crate::sdk::decode::{decode, decode_generate_patches, DecodeError};
+use crate::sdk::decode::{decode, DecodeError};
 use crate::sdk::discovery::{
     DiscoveryRequest, DiscoveryResponse, ExtensionHandler, GroupVersionHook,
 };
-use crate::sdk::fingerprint::GeneratePatchesWire;
 use crate::sdk::inplace::{
     CanUpdateMachineRequest, CanUpdateMachineResponse, CanUpdateMachineSetRequest,
     CanUpdateMachineSetResponse, UpdateMachineRequest,
@@ -24,9 +22,7 @@ use crate::sdk::inplace::{
 use crate::sdk::lifecycle::{
     AfterUpgradeRequest, BeforeUpgradeRequest, ClusterRequest, LifecycleEvent,
 };
-use crate::sdk::topology::{
-    DiscoverVariablesRequest, GeneratePatchesRequest, ValidateTopologyRequest,
-};
+use crate::sdk::topology::{DiscoverVariablesRequest, ValidateTopologyRequest};
 use crate::sdk::upgrade_plan::GenerateUpgradePlanRequest;
 use crate::sdk::{
     catalog::is_dns1123_label, response_kind, CapiVersion, Hook, ResponseStatus, RetryResponse,
@@ -54,9 +50,6 @@ pub struct App {
     registry: Registry,
     kubernetes_versions: Vec<String>,
     pub metrics: Arc<Metrics>,
-    /// What the OpenStackCluster controller last published (empty on
-    /// replicas that do not lead, and when the controllers are off).
-    pub cluster_results: ClusterResults,
 }
 
 /// The encoded answer of one call plus what the log line and metrics need.
@@ -136,14 +129,7 @@ impl App {
             registry,
             kubernetes_versions: opts.kubernetes_versions,
             metrics,
-            cluster_results: ClusterResults::new(),
         })
-    }
-
-    /// Shares the controllers' result store with the hook handlers.
-    pub fn with_cluster_results(mut self, results: ClusterResults) -> App {
-        self.cluster_results = results;
-        self
     }
 
     pub fn capi(&self) -> CapiVersion {
@@ -250,47 +236,12 @@ impl App {
                 ))
             }
             Hook::GeneratePatches => {
-                // An unchanged Cluster's request is answered from its fingerprint alone,
-                // read off the body without building the objects.
-                // An engine that keeps no answers gets the request in one plain pass.
-                let wire = self
-                    .engine
-                    .keeps_answers()
-                    .then(|| GeneratePatchesWire::read(body))
-                    .flatten();
-                let fp = wire.as_ref().map(GeneratePatchesWire::fingerprint);
-                if let (Some(wire), Some(fp)) = (&wire, &fp) {
-                    let uids: Vec<&str> = wire.items.iter().map(|i| i.uid.as_ref()).collect();
-                    if let Some(resp) = self.engine.remembered_patches(handler, fp, &uids) {
-                        return Ok(encode(
-                            &resp,
-                            resp.status,
-                            "answered from the patch cache".to_string(),
-                            wire.cluster(),
-                        ));
-                    }
-                }
-                let req: GeneratePatchesRequest = match wire {
-                    // The parts are already found: build the request from them.
-                    Some(w) => match w.to_request() {
-                        Some(req) => req,
-                        None => decode(hook, body)?,
-                    },
-                    None => decode_generate_patches(body)?,
-                };
-                let cluster = cluster_of_variables(
-                    &req.variables,
-                    req.items.iter().map(|i| &i.holder_reference),
-                );
-                let resp = self.engine.generate_patches_with(handler, &req, fp);
-                Ok(encode(&resp, resp.status, resp.message.clone(), cluster))
+                let a = self.engine.answer_generate_patches(handler, body)?;
+                Ok(encode(&a.response, a.response.status, a.detail, a.cluster))
             }
             Hook::ValidateTopology => {
                 let req: ValidateTopologyRequest = decode(hook, body)?;
-                let cluster = cluster_of_variables(
-                    &req.variables,
-                    req.items.iter().map(|i| &i.holder_reference),
-                );
+                let cluster = req.cluster();
                 let resp = self.engine.validate_topology(handler, &req);
                 Ok(encode(&resp, resp.status, resp.message.clone(), cluster))
             }
@@ -425,23 +376,4 @@ pub fn failure_body(hook: Hook, capi: CapiVersion, message: &str) -> Vec<u8> {
         v["retryAfterSeconds"] = json!(0);
     }
     serde_json::to_vec(&v).unwrap_or_else(|_| b"{\"status\":\"Failure\"}".to_vec())
-}
-
-/// The cluster a topology request is for: `builtin.cluster`, else the Cluster holder.
-fn cluster_of_variables<'a>(
-    vars: &[crate::sdk::common::Variable],
-    mut holders: impl Iterator<Item = &'a crate::sdk::topology::HolderReference>,
-) -> Option<(String, String)> {
-    if let Some(b) = vars.iter().find(|v| v.name == "builtin") {
-        let c = &b.value["cluster"];
-        if let (Some(ns), Some(n)) = (
-            c.get("namespace").and_then(Value::as_str),
-            c.get("name").and_then(Value::as_str),
-        ) {
-            return Some((ns.to_string(), n.to_string()));
-        }
-    }
-    holders
-        .find(|h| h.kind == "Cluster")
-        .map(|h| (h.namespace.clone(), h.name.clone()))
 }

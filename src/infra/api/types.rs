@@ -490,16 +490,6 @@ pub struct TypedLocalObjectReference {
     pub name: String,
 }
 
-/// Looks a condition up by type.
-pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
-}
-
-/// True when the condition exists with status `True`.
-pub fn is_condition_true(conditions: &[Condition], type_: &str) -> bool {
-    find_condition(conditions, type_).is_some_and(|c| c.status == "True")
-}
-
 /// Kubernetes quantity syntax, as the apiserver's own `ResourceList` declares it.
 pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 

@@ -25,8 +25,9 @@ use crate::infra::api::extensions::{
     OpenStackStatus, PlatformStatus, VirtualIp,
 };
 use crate::infra::api::names::{conditions as cond, ClusterNames};
-use crate::infra::api::types::{Condition, FailureDomainSpec};
+use crate::infra::api::types::FailureDomainSpec;
 use crate::infra::api::{OpenStackCluster, OpenStackClusterStatus};
+use crate::infra::conditions::{self, Severity};
 use crate::infra::seam::{
     ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
     StatusSink,
@@ -177,7 +178,17 @@ impl<'a, S: StatusSink> Pass<'a, S> {
 
     /// Sets a CAPI condition, keeping its transition time when unchanged.
     pub fn set(&mut self, type_: &str, ok: bool, reason: &str, message: &str) {
-        set_condition(&mut self.status.conditions, type_, ok, reason, message);
+        if ok {
+            conditions::mark_true(&mut self.status.conditions, type_);
+        } else {
+            conditions::mark_false(
+                &mut self.status.conditions,
+                type_,
+                reason,
+                Severity::Warning,
+                message,
+            );
+        }
     }
 
     async fn run(
@@ -453,48 +464,6 @@ pub(crate) fn os(reason: &str, e: OsError) -> InfraError {
     }
 }
 
-fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    ok: bool,
-    reason: &str,
-    message: &str,
-) {
-    let status = if ok { "True" } else { "False" };
-    let reason = (!reason.is_empty()).then(|| reason.to_owned());
-    let message = (!message.is_empty()).then(|| {
-        let mut m = message.to_owned();
-        m.truncate(10_000);
-        m
-    });
-    let severity = (!ok).then(|| "Warning".to_owned());
-    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
-        if c.status != status {
-            c.last_transition_time = now();
-        }
-        c.status = status.to_owned();
-        c.reason = reason;
-        c.message = message;
-        c.severity = severity;
-        return;
-    }
-    conditions.push(Condition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        severity,
-        last_transition_time: now(),
-        reason,
-        message,
-    });
-}
-
-fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap_or_else(|_| jiff::Timestamp::now())
-        .to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,19 +489,5 @@ mod tests {
             InfraError::User { reason, .. } => assert_eq!(reason, "AuthenticationFailed"),
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn condition_time_moves_only_on_change() {
-        let mut c = Vec::new();
-        set_condition(&mut c, "Ready", false, "Pending", "");
-        c[0].last_transition_time = "2000-01-01T00:00:00Z".into();
-        set_condition(&mut c, "Ready", false, "StillPending", "m");
-        assert_eq!(c[0].last_transition_time, "2000-01-01T00:00:00Z");
-        assert_eq!(c[0].reason.as_deref(), Some("StillPending"));
-        set_condition(&mut c, "Ready", true, "", "");
-        assert_ne!(c[0].last_transition_time, "2000-01-01T00:00:00Z");
-        assert_eq!(c[0].severity, None);
-        assert_eq!(c.len(), 1);
     }
 }

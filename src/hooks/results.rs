@@ -1,5 +1,6 @@
 //! What the OpenStackCluster controller last published, kept in memory so that
-//! hook handlers answer from it without a round trip to the apiserver.
+//! lifecycle handlers answer from it without a round trip to the apiserver. The
+//! controllers write it; the registry hands it to the handlers.
 //!
 //! Only the leader reconciles, so on other replicas the store stays empty and
 //! readers must treat a miss as "not known here", not as "not ready".

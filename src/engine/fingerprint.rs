@@ -5,7 +5,7 @@
 //! order, which changes from call to call. A [`Fingerprint`] is the same for all those
 //! calls, so an engine can recognise an answer it has already computed.
 //!
-//! The server reads it straight off the body ([`GeneratePatchesWire`]): a borrowing
+//! The engine reads it straight off the body ([`GeneratePatchesWire`]): a borrowing
 //! parse that keeps every object, variable and holder as its raw JSON text, hashed
 //! without being built. Two bodies meaning the same thing in different bytes (other
 //! whitespace or key order) get different fingerprints; that only costs a recomputation.
@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use super::common::Variable;
-use super::topology::{GeneratePatchesRequest, GeneratePatchesRequestItem};
-use super::{Hook, API_VERSION};
+use crate::sdk::common::Variable;
+use crate::sdk::topology::{GeneratePatchesRequest, GeneratePatchesRequestItem};
+use crate::sdk::{Hook, API_VERSION};
 
 /// A SHA-256 over the request-wide parts, and one over each item.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! The plain-HTTP admin listener: liveness, readiness, metrics.
+//! The plain-HTTP admin listener: liveness, readiness, metrics. Plain HTTP so that
+//! kubelet probes and Prometheus need no certificate.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -8,6 +9,8 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 
@@ -16,6 +19,19 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     /// Set once the hook listener serves with a loaded certificate; cleared on shutdown.
     pub ready: Arc<AtomicBool>,
+}
+
+/// Serves until `stop` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    state: AdminState,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
 }
 
 pub fn router(state: AdminState) -> Router {

@@ -1,0 +1,258 @@
+//! `stackhook serve`: the one place that owns the process. It builds the shared parts
+//! (metrics, the controllers' results store, the hook registry), binds the hook and
+//! admin listeners, starts the controllers under leader election, and shuts it all
+//! down in order on SIGTERM.
+//!
+//! Hooks are served on every replica; the controllers run only on the replica that
+//! holds the Lease. A failure to start the controllers never stops the hook server.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::admin::{self, AdminState};
+use crate::config::{HandlerConfig, ServeArgs};
+use crate::controller::capi::CapiResources;
+use crate::controller::cluster::{self, ClusterContext, Timing};
+use crate::controller::leader::{self, LeaderElector, LeaseSettings};
+use crate::controller::{cloud, ControllerConfig, StartError};
+use crate::engine::PatchEngine;
+use crate::hooks::{hold::HoldHandler, ClusterResults, Registry};
+use crate::metrics::{ControllerMetrics, Metrics};
+use crate::server::app::{App, AppOptions};
+use crate::server::HookServer;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
+    #[error(transparent)]
+    App(#[from] crate::server::app::AppError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("binding the admin listener {addr}: {source}")]
+    AdminBind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("admin listener: {0}")]
+    Admin(std::io::Error),
+}
+
+/// The lifecycle handlers every server has, reading `results`.
+pub fn registry(args: &ServeArgs, results: ClusterResults) -> Registry {
+    let mut r = Registry::with_results(results);
+    r.register(Arc::new(HoldHandler::new(args.hold_retry_after_seconds)));
+    r
+}
+
+/// Runs until SIGTERM or Ctrl-C, then drains in-flight requests and stops the
+/// controllers (releasing the Lease).
+pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), ProcessError> {
+    let metrics = Arc::new(Metrics::new());
+    // The controllers write it, the lifecycle handlers read it.
+    let results = ClusterResults::new();
+    let handler_config = match &args.handler_config {
+        Some(p) => HandlerConfig::load(p)?,
+        None => HandlerConfig::default(),
+    };
+    let app = Arc::new(App::new(
+        AppOptions {
+            capi: args.capi_version,
+            handler_config,
+            kubernetes_versions: args.kubernetes_versions.clone(),
+            enable_in_place_hooks: args.enable_in_place_hooks,
+        },
+        engine,
+        registry(&args, results.clone()),
+        metrics.clone(),
+    )?);
+
+    let hooks = HookServer::bind(&args, app).await?;
+    let admin_listener = TcpListener::bind(args.admin_listen)
+        .await
+        .map_err(|source| ProcessError::AdminBind {
+            addr: args.admin_listen,
+            source,
+        })?;
+    let hook_addr = hooks.local_addr();
+    let admin_addr = admin_listener.local_addr().map_err(ProcessError::Admin)?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let ready = Arc::new(AtomicBool::new(false));
+    let admin_task = tokio::spawn(admin::serve(
+        admin_listener,
+        AdminState {
+            metrics: metrics.clone(),
+            ready: ready.clone(),
+        },
+        stop_rx.clone(),
+    ));
+
+    // Started after both listeners are bound, so a bind failure exits before any
+    // Lease is taken.
+    let controllers = match ControllerConfig::from_args(&args) {
+        Some(cfg) => Some(tokio::spawn(run_controllers(
+            cfg,
+            metrics.controllers.clone(),
+            results,
+            stop_rx.clone(),
+        ))),
+        None => {
+            tracing::info!("controllers are off (enable with --controllers)");
+            None
+        }
+    };
+
+    let drain = Duration::from_secs(args.shutdown_timeout_seconds);
+    let server =
+        tokio::spawn(hooks.serve(stop_rx.clone(), metrics.certificate_reloads.clone(), drain));
+    tracing::info!(
+        https = %format!("https://{hook_addr}"),
+        admin = %format!("http://{admin_addr}"),
+        capi_version = %args.capi_version,
+        "listening"
+    );
+    ready.store(true, Ordering::SeqCst);
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: no new connections, finishing in-flight requests");
+    ready.store(false, Ordering::SeqCst);
+    let _ = stop_tx.send(true);
+    if let Err(e) = server.await {
+        tracing::error!(error = %e, "the hook listener ended abnormally");
+    }
+    if let Some(task) = controllers {
+        // Lets running reconciles finish and the Lease be released.
+        if tokio::time::timeout(drain, task).await.is_err() {
+            tracing::warn!("controllers did not stop in time");
+        }
+    }
+    if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), admin_task).await {
+        return Err(ProcessError::Admin(e));
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs the controllers until `shutdown` is raised. Logs and returns when they cannot
+/// start; never panics.
+async fn run_controllers(
+    cfg: ControllerConfig,
+    metrics: ControllerMetrics,
+    results: ClusterResults,
+    shutdown: watch::Receiver<bool>,
+) {
+    if let Err(e) = start_controllers(cfg, metrics, results, shutdown).await {
+        match e {
+            StartError::NoConfig(_) => {
+                tracing::warn!(error = %e, "controllers are off: no kubeconfig or in-cluster config found; serving hooks only")
+            }
+            _ => tracing::error!(error = %e, "controllers are off; serving hooks only"),
+        }
+    }
+}
+
+async fn start_controllers(
+    cfg: ControllerConfig,
+    metrics: ControllerMetrics,
+    results: ClusterResults,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), StartError> {
+    let client = crate::controller::client(&cfg).await?;
+    let lease = if cfg.leader_election {
+        let settings = LeaseSettings {
+            namespace: cfg
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string()),
+            name: cfg.leader_election_id.clone(),
+            identity: leader::default_identity(),
+            lease_duration: cfg.lease_duration,
+            renew_deadline: cfg.renew_deadline,
+            retry_period: cfg.retry_period,
+        };
+        settings.validate()?;
+        Some(settings)
+    } else {
+        None
+    };
+    let infra = cloud::cluster_infra(&cfg);
+    let capi = match CapiResources::discover(&client).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not ask for the preferred cluster.x-k8s.io version; using v1beta1");
+            CapiResources::at("v1beta1")
+        }
+    };
+    tracing::info!(capi_version = %capi.cluster.version, "controllers enabled");
+    let ctx = Arc::new(ClusterContext::new(
+        client.clone(),
+        infra,
+        capi,
+        results.clone(),
+        metrics.clone(),
+        Timing::default(),
+    ));
+    let namespace = cfg.watch_namespace.clone();
+    let concurrency = cfg.concurrency;
+    match lease {
+        Some(settings) => {
+            let elector = LeaderElector::new(client, settings);
+            leader::run_elected(elector, metrics.leader.clone(), shutdown, move |stop| {
+                let ctx = ctx.clone();
+                let namespace = namespace.clone();
+                let results = results.clone();
+                async move {
+                    cluster::run(
+                        ctx,
+                        namespace.as_deref(),
+                        concurrency,
+                        leader::stopped(stop),
+                    )
+                    .await;
+                    // Another replica writes from now on; do not serve stale entries.
+                    results.clear();
+                }
+            })
+            .await;
+        }
+        None => {
+            metrics.leader.set(1);
+            cluster::run(
+                ctx,
+                namespace.as_deref(),
+                concurrency,
+                leader::stopped(shutdown),
+            )
+            .await;
+            metrics.leader.set(0);
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
