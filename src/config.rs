@@ -162,7 +162,7 @@ pub enum ConfigError {
     #[error("parsing {path}: {source}")]
     Parse {
         path: PathBuf,
-        source: serde_yaml::Error,
+        source: serde_saphyr::DeserializeError,
     },
     #[error("{path}: {problem}")]
     Invalid { path: PathBuf, problem: String },
@@ -175,7 +175,7 @@ impl HandlerConfig {
             source,
         })?;
         let cfg: HandlerConfig =
-            serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+            serde_saphyr::from_str(&text).map_err(|source| ConfigError::Parse {
                 path: path.to_path_buf(),
                 source,
             })?;

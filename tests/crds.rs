@@ -266,7 +266,7 @@ fn yaml_output_is_deterministic_and_applies_back() {
     let docs: Vec<&str> = a.split("---\n").filter(|d| !d.trim().is_empty()).collect();
     assert_eq!(docs.len(), 4);
     for (doc, kind) in docs.iter().zip(KINDS) {
-        let back: CustomResourceDefinition = serde_yaml::from_str(doc).expect("CRD YAML parses");
+        let back: CustomResourceDefinition = serde_saphyr::from_str(doc).expect("CRD YAML parses");
         assert_eq!(back.spec.names.kind, kind);
     }
     // Integer bounds stay integers for readers that compare them as text.

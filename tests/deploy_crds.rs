@@ -15,7 +15,6 @@ use crd_schema::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::cel::apply_defaults;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use stackhook::infra::api::schema::check_structural;
 
@@ -36,10 +35,8 @@ fn committed_text() -> String {
 /// The committed CRDs as JSON, in file order.
 fn committed() -> Vec<Value> {
     let text = committed_text();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| Value::deserialize(doc).expect("crds.yaml is YAML"))
-        .filter(|v| !v.is_null())
-        .collect()
+    let docs: Vec<Value> = serde_saphyr::from_str_multiple(&text).expect("crds.yaml is YAML");
+    docs.into_iter().filter(|v| !v.is_null()).collect()
 }
 
 fn by_kind() -> BTreeMap<String, Value> {

@@ -1073,7 +1073,7 @@ pub fn to_yaml(objects: &[Value]) -> Result<String, RenderError> {
     let mut out = String::new();
     for o in objects {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(o).map_err(|e| RenderError::Input(e.to_string()))?);
+        out.push_str(&serde_saphyr::to_string(o).map_err(|e| RenderError::Input(e.to_string()))?);
     }
     Ok(out)
 }

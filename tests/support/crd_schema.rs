@@ -24,7 +24,7 @@ pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 
 pub fn load(path: &Path) -> (String, Value) {
     let text = std::fs::read_to_string(path).expect("read fixture");
-    let value: Value = serde_yaml::from_str(&text).expect("fixture is YAML");
+    let value: Value = serde_saphyr::from_str(&text).expect("fixture is YAML");
     (text, value)
 }
 

@@ -40,7 +40,7 @@ pub enum CrdError {
     #[error("CRD {name} does not render as YAML: {source}")]
     Yaml {
         name: String,
-        source: serde_yaml::Error,
+        source: serde_saphyr::SerializeError,
     },
 }
 
@@ -141,7 +141,7 @@ pub fn try_crds_yaml() -> Result<String, CrdError> {
         })?;
         schema::integer_bounds(&mut value);
         let doc =
-            serde_yaml::to_string(&value).map_err(|source| CrdError::Yaml { name, source })?;
+            serde_saphyr::to_string(&value).map_err(|source| CrdError::Yaml { name, source })?;
         out.push_str("---\n");
         out.push_str(&doc);
     }
