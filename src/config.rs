@@ -162,7 +162,8 @@ pub enum ConfigError {
     #[error("parsing {path}: {source}")]
     Parse {
         path: PathBuf,
-        source: serde_saphyr::DeserializeError,
+        /// Boxed: the parser's error carries a source snippet and is large.
+        source: Box<serde_saphyr::DeserializeError>,
     },
     #[error("{path}: {problem}")]
     Invalid { path: PathBuf, problem: String },
@@ -177,7 +178,7 @@ impl HandlerConfig {
         let cfg: HandlerConfig =
             serde_saphyr::from_str(&text).map_err(|source| ConfigError::Parse {
                 path: path.to_path_buf(),
-                source,
+                source: Box::new(source),
             })?;
         let check = |where_: &str, s: &HandlerSettings| {
             if !(0..=30).contains(&s.timeout_seconds) {
