@@ -105,6 +105,7 @@ pub mod discover;
 pub mod generate;
 pub mod pack;
 pub mod packs;
+pub mod rules;
 pub mod schema;
 pub mod selector;
 pub mod template;
