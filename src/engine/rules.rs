@@ -1,7 +1,8 @@
 //! `x-kubernetes-validations` rules of a variable schema.
 //!
 //! A rule is checked and compiled when its pack loads, as CAPI's webhook does for a
-//! ClusterClass: syntax, `messageExpression`, `reason`, `fieldPath`. Evaluation uses the `kube-cel`
+//! ClusterClass: syntax, references to variables and functions the evaluator does not
+//! know, `messageExpression`, `reason`, `fieldPath`. Evaluation uses the `kube-cel`
 //! crate: the CEL standard library plus Kubernetes' CEL libraries (lists, sets, regex,
 //! strings, quantity, IP/CIDR, URL, format, semver, math, encoders, JSON patch), with
 //! `self` bound the way the API server binds it (escaped field names, `date-time`,
@@ -11,7 +12,13 @@
 //! `Invalid value: "x": <message>`, `Forbidden: <message>`, `Required value: <message>`,
 //! `Duplicate value: "x"`.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
 use kube_cel::cel;
+use kube_cel::cel::common::ast::{EntryExpr, Expr};
+use kube_cel::cel::IdedExpr;
+use kube_cel::KubeCelExt as _;
 use serde_json::{Map, Value};
 
 /// The keys of one `x-kubernetes-validations` entry (Kubernetes' `ValidationRule`).
@@ -23,6 +30,9 @@ const RULE_KEYS: &[&str] = &[
     "fieldPath",
     "optionalOldSelf",
 ];
+
+/// The variables a rule may use.
+const VARIABLES: &[&str] = &["self", "oldSelf"];
 
 /// Kubernetes' limit on an evaluated `messageExpression`.
 const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
@@ -419,7 +429,9 @@ struct References {
     uses_old_self: bool,
 }
 
-/// Parses `source`.
+/// Parses `source` and checks that every variable and function it refers to is
+/// known to the evaluator, so that a rule cannot fail on every value with
+/// "Undeclared reference".
 fn check_expression(source: &str) -> Result<References, String> {
     let parsed = std::panic::catch_unwind(|| cel::Program::compile(source));
     let program = match parsed {
@@ -434,8 +446,156 @@ fn check_expression(source: &str) -> Result<References, String> {
         }
         Err(_) => return Err("the CEL parser cannot read this expression".into()),
     };
+    let mut walk = Walk::default();
+    walk.expr(program.expression());
+    if let Some(p) = walk.problems.into_iter().next() {
+        return Err(p);
+    }
     Ok(References {
-        uses_old_self: program.references().has_variable("oldSelf"),
+        uses_old_self: walk.uses_old_self,
+    })
+}
+
+#[derive(Default)]
+struct Walk<'a> {
+    /// Comprehension variables in scope.
+    bound: Vec<&'a str>,
+    uses_old_self: bool,
+    problems: Vec<String>,
+}
+
+impl<'a> Walk<'a> {
+    fn expr(&mut self, e: &'a IdedExpr) {
+        match &e.expr {
+            Expr::Unspecified => self.problems.push("empty expression".into()),
+            Expr::Literal(_) => {}
+            Expr::Ident(name) => self.ident(name),
+            Expr::Select(s) => self.expr(&s.operand),
+            Expr::List(l) => l.elements.iter().for_each(|x| self.expr(x)),
+            Expr::Map(m) => {
+                for entry in &m.entries {
+                    match &entry.expr {
+                        EntryExpr::MapEntry(me) => {
+                            self.expr(&me.key);
+                            self.expr(&me.value);
+                        }
+                        EntryExpr::StructField(_) => self
+                            .problems
+                            .push("message construction is not supported".into()),
+                    }
+                }
+            }
+            Expr::Struct(s) => self.problems.push(format!(
+                "message construction ({}{{...}}) is not supported",
+                s.type_name
+            )),
+            Expr::Comprehension(c) => {
+                self.expr(&c.iter_range);
+                self.expr(&c.accu_init);
+                let before = self.bound.len();
+                self.bound.push(&c.iter_var);
+                if let Some(v) = &c.iter_var2 {
+                    self.bound.push(v);
+                }
+                self.bound.push(&c.accu_var);
+                self.expr(&c.loop_cond);
+                self.expr(&c.loop_step);
+                self.expr(&c.result);
+                self.bound.truncate(before);
+            }
+            Expr::Call(call) => {
+                let name = call.func_name.as_str();
+                // Operators, which the interpreter evaluates itself.
+                let operator =
+                    name.starts_with('_') || name.starts_with('@') || name == "!_" || name == "-_";
+                match call.target.as_deref() {
+                    None => {
+                        if !operator && !declared(name) {
+                            self.undeclared(name);
+                        }
+                    }
+                    Some(target) => match &target.expr {
+                        // `sets.contains(...)`: a namespaced function, as `ns` is not
+                        // a variable.
+                        Expr::Ident(ns)
+                            if !self.is_bound(ns) && !VARIABLES.contains(&ns.as_str()) =>
+                        {
+                            let qualified = format!("{ns}.{name}");
+                            if !declared(&qualified) {
+                                self.undeclared(&qualified);
+                            }
+                        }
+                        // A method on a value.
+                        _ => {
+                            if !operator && !declared(name) {
+                                self.undeclared(name);
+                            }
+                            self.expr(target);
+                        }
+                    },
+                }
+                call.args.iter().for_each(|a| self.expr(a));
+            }
+        }
+    }
+
+    fn is_bound(&self, name: &str) -> bool {
+        self.bound.contains(&name)
+    }
+
+    fn ident(&mut self, name: &str) {
+        if name.starts_with('@') || self.is_bound(name) {
+            return;
+        }
+        if name == "oldSelf" {
+            self.uses_old_self = true;
+        }
+        if !VARIABLES.contains(&name) {
+            self.undeclared(name);
+        }
+    }
+
+    fn undeclared(&mut self, name: &str) {
+        self.problems
+            .push(format!("undeclared reference to '{name}'"));
+    }
+}
+
+thread_local! {
+    /// The functions rules are evaluated with, and what was found about names.
+    static FUNCTIONS: (cel::Context<'static>, RefCell<BTreeMap<String, bool>>) =
+        (cel::Context::default().with_all(), RefCell::new(BTreeMap::new()));
+}
+
+/// An identifier that no rule can use as a variable.
+const PROBE: &str = "stackhook__probe";
+
+/// Whether `name` (`f` or `ns.f`) is a function of the evaluator. The function table
+/// is not public, so the name is looked up the way the interpreter looks it up: by
+/// calling it with an argument that cannot be resolved. An unknown function fails
+/// with "Undeclared reference" to its own name before its arguments are read.
+fn declared(name: &str) -> bool {
+    FUNCTIONS.with(|(ctx, known)| {
+        if let Some(&d) = known.borrow().get(name) {
+            return d;
+        }
+        let (namespace, last) = match name.rsplit_once('.') {
+            Some((ns, f)) => (Some(ns), f),
+            None => (None, name),
+        };
+        let d = match cel::Program::compile(&format!("{name}({PROBE})")) {
+            Err(_) => false,
+            Ok(p) => {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.execute(ctx))) {
+                    Ok(Err(cel::ExecutionError::UndeclaredReference(r))) => {
+                        r.as_str() != last && Some(r.as_str()) != namespace
+                    }
+                    _ => true,
+                }
+            }
+        };
+        known.borrow_mut().insert(name.to_string(), d);
+        d
     })
 }
 
@@ -537,6 +697,74 @@ mod tests {
 
     fn rule(entry: Value, node: Value) -> Result<Rule, Vec<RuleProblem>> {
         Rule::compile(&entry, &node)
+    }
+
+    #[test]
+    fn kubernetes_functions_are_declared() {
+        for name in [
+            "isCIDR",
+            "cidr",
+            "find",
+            "findAll",
+            "matches",
+            "quantity",
+            "url",
+            "sets.contains",
+            "format.dns1123Label",
+            "math.greatest",
+            "lowerAscii",
+            "size",
+        ] {
+            assert!(declared(name), "{name}");
+        }
+        for name in ["isCIDRx", "sets.nope", "cel.bind", "nope.contains"] {
+            assert!(!declared(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn references_are_checked() {
+        let node = json!({"type": "string"});
+        let err = |r: &str| {
+            rule(json!({"rule": r}), node.clone())
+                .err()
+                .map(|p| p[0].describe(None))
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            err("isCIDRx(self)"),
+            "CEL rule does not compile: undeclared reference to 'isCIDRx'"
+        );
+        assert_eq!(
+            err("nope.contains('x')"),
+            "CEL rule does not compile: undeclared reference to 'nope.contains'"
+        );
+        assert_eq!(
+            err("self.nope()"),
+            "CEL rule does not compile: undeclared reference to 'nope'"
+        );
+        assert_eq!(
+            err("other == 'x'"),
+            "CEL rule does not compile: undeclared reference to 'other'"
+        );
+        assert_eq!(
+            err("cel.bind(x, self, x == 'a')"),
+            "CEL rule does not compile: undeclared reference to 'cel.bind'"
+        );
+        assert!(err("self.size() >").starts_with("CEL rule does not compile: ERROR: <input>:1:"));
+        assert_eq!(
+            err("Foo{a: 1} == self"),
+            "CEL rule does not compile: message construction (Foo{...}) is not supported"
+        );
+        // Comprehension variables and namespaced functions are not variables.
+        for ok in [
+            "self.split(',').all(p, p.size() > 0 && [1].exists(q, q == 1))",
+            "sets.contains(['a'], [self])",
+            "format.dns1123Label().validate(self).hasValue() || true",
+            "self == oldSelf",
+        ] {
+            assert!(rule(json!({"rule": ok}), node.clone()).is_ok(), "{ok}");
+        }
     }
 
     #[test]
