@@ -597,6 +597,11 @@ fn unsupported_constructs_stop_loading() {
             "undeclared reference to 'cel.bind'",
         ),
         (
+            "[1, 2].sortBy(x, -x) == [2, 1]",
+            "undeclared reference to 'sortBy'",
+        ),
+        ("{'a': 1}.all(k, v, v > 0)", "undeclared reference to 'all'"),
+        (
             "Foo{a: 1} != self",
             "message construction (Foo{...}) is not supported",
         ),
