@@ -183,7 +183,7 @@ fn pattern_and_cel_rules() {
     );
     assert_eq!(
         msg,
-        r#"pack "net": 1 invalid variable value(s): variables[net].zones: the default zone "nova" cannot be listed"#
+        r#"pack "net": 1 invalid variable value(s): variables[net].zones: Invalid value: the default zone "nova" cannot be listed"#
     );
 }
 

@@ -108,6 +108,7 @@ pub mod fingerprint;
 pub mod generate;
 pub mod pack;
 pub mod packs;
+pub mod rules;
 pub mod schema;
 pub mod selector;
 pub mod template;

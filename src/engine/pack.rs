@@ -394,6 +394,12 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
             &schema_place,
             &mut schema_problems,
         );
+        schema::check_rules(
+            &v.schema.open_api_v3_schema,
+            &schema_place,
+            &v.name,
+            &mut schema_problems,
+        );
         let compiled = if schema_problems.is_empty() {
             match CompiledSchema::compile(&v.schema.open_api_v3_schema) {
                 Ok(c) => Some(c),

@@ -1,13 +1,15 @@
-//! Variable schemas: CAPI's load-time rules, defaulting, validation and CEL rules.
+//! Variable schemas: CAPI's load-time rules, defaulting, validation and CEL rules
+//! (compiled and evaluated by [`super::rules`]).
 //!
 //! CAPI accepts only a subset of OpenAPI v3 for variables (§5 of the spec); a pack
 //! schema that CAPI would reject must not load, or the ClusterClass using the pack
 //! would go `VariablesReady=False`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
+
+use super::rules::Rule;
 
 const ALLOWED_KEYS: &[&str] = &[
     "description",
@@ -214,28 +216,47 @@ fn check_node(s: &Value, place: &str, in_junctor: bool, out: &mut Vec<(String, S
         check_node(n, &format!("{place}.not"), true, out);
     }
     if let Some(rules) = obj.get("x-kubernetes-validations") {
-        match rules.as_array() {
-            Some(a) => {
-                for (i, r) in a.iter().enumerate() {
-                    let rp = format!("{place}.x-kubernetes-validations[{i}]");
-                    match r.get("rule").and_then(Value::as_str) {
-                        Some(rule) => {
-                            if let Err(e) = CEL_ENV.compile(rule) {
-                                out.push((
-                                    format!("{rp}.rule"),
-                                    format!("CEL rule does not compile: {e}"),
-                                ));
-                            }
-                        }
-                        None => out.push((format!("{rp}.rule"), "rule must be a string".into())),
-                    }
-                }
-            }
-            None => out.push((
+        // The entries are checked by `check_rules`.
+        if !rules.is_array() {
+            out.push((
                 format!("{place}.x-kubernetes-validations"),
                 "must be a list".into(),
-            )),
+            ));
         }
+    }
+}
+
+/// Checks and compiles every `x-kubernetes-validations` rule of a schema, as CAPI's
+/// webhook does: problems are `(place, problem)`, the problem naming `variable`.
+pub fn check_rules(schema: &Value, place: &str, variable: &str, out: &mut Vec<(String, String)>) {
+    let Some(obj) = schema.as_object() else {
+        return;
+    };
+    if let Some(rules) = obj
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
+        for (i, r) in rules.iter().enumerate() {
+            if let Err(problems) = Rule::compile(r, schema) {
+                for p in problems {
+                    out.push((
+                        format!("{place}.x-kubernetes-validations[{i}]{}", p.field),
+                        p.describe(Some(variable)),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            check_rules(v, &format!("{place}.properties.{k}"), variable, out);
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        check_rules(items, &format!("{place}.items"), variable, out);
+    }
+    if let Some(ap) = obj.get("additionalProperties") {
+        check_rules(ap, &format!("{place}.additionalProperties"), variable, out);
     }
 }
 
@@ -286,14 +307,6 @@ fn to_json_schema(s: &Value) -> Value {
     Value::Object(out)
 }
 
-/// A CEL rule compiled once, at load time.
-struct Rule {
-    program: cel::Program,
-    source: String,
-    message: String,
-    field_path: String,
-}
-
 /// CEL rules by schema node, mirroring the schema's tree.
 #[derive(Default)]
 struct CelNode {
@@ -314,29 +327,17 @@ impl CelNode {
             .and_then(Value::as_array)
         {
             for (i, r) in rules.iter().enumerate() {
-                let source = r.get("rule").and_then(Value::as_str).unwrap_or_default();
-                let program = CEL_ENV.compile(source).map_err(|e| {
+                let rule = Rule::compile(r, s).map_err(|problems| {
+                    let first = problems.into_iter().next();
                     (
-                        format!(".x-kubernetes-validations[{i}].rule"),
-                        format!("CEL rule does not compile: {e}"),
+                        format!(
+                            ".x-kubernetes-validations[{i}]{}",
+                            first.as_ref().map(|p| p.field.as_str()).unwrap_or_default()
+                        ),
+                        first.map(|p| p.describe(None)).unwrap_or_default(),
                     )
                 })?;
-                let message = r
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .filter(|m| !m.is_empty())
-                    .map_or_else(|| format!("failed rule: {source}"), str::to_string);
-                let field_path = r
-                    .get("fieldPath")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                node.rules.push(Rule {
-                    program,
-                    source: source.to_string(),
-                    message,
-                    field_path,
-                });
+                node.rules.push(rule);
             }
         }
         if let Some(props) = obj.get("properties").and_then(Value::as_object) {
@@ -373,20 +374,7 @@ impl CelNode {
 
     fn eval(&self, value: &Value, path: &str, out: &mut Vec<(String, String)>) {
         for rule in &self.rules {
-            // Transition rules need the old value, which a hook request never has;
-            // the API server skips them on create for the same reason.
-            if rule.source.contains("oldSelf") {
-                continue;
-            }
-            let at = format!("{path}{}", rule.field_path);
-            match eval_rule(&rule.program, value) {
-                Ok(true) => {}
-                Ok(false) => out.push((at, rule.message.clone())),
-                Err(e) => out.push((
-                    at,
-                    format!("rule {:?} could not be evaluated: {e}", rule.source),
-                )),
-            }
+            out.extend(rule.evaluate(value, path));
         }
         match value {
             Value::Object(m) => {
@@ -409,26 +397,6 @@ impl CelNode {
     }
 }
 
-/// The CEL environment: the standard library plus the strings extension that
-/// Kubernetes rules commonly use. Built once.
-static CEL_ENV: std::sync::LazyLock<Arc<cel::Env>> = std::sync::LazyLock::new(|| {
-    let mut env = cel::Env::stdlib();
-    // Only fails on a duplicate declaration, which a fresh stdlib cannot have.
-    let _ = env.add_extension(cel::extensions::strings);
-    Arc::new(env)
-});
-
-fn eval_rule(program: &cel::Program, value: &Value) -> Result<bool, String> {
-    let self_value = cel::to_value(value).map_err(|e| e.to_string())?;
-    let mut ctx = cel::Context::with_env(Arc::clone(&CEL_ENV));
-    ctx.add_variable_from_value("self", self_value);
-    match program.execute(&ctx) {
-        Ok(cel::Value::Bool(b)) => Ok(b),
-        Ok(other) => Err(format!("result is not a boolean: {other:?}")),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// A variable schema ready to default and validate values.
 pub struct CompiledSchema {
     schema: Value,
@@ -445,8 +413,8 @@ impl std::fmt::Debug for CompiledSchema {
 }
 
 impl CompiledSchema {
-    /// Compiles a schema that passed [`check_structure`]. The error is
-    /// `(place suffix, problem)`.
+    /// Compiles a schema that passed [`check_structure`] and [`check_rules`]. The error
+    /// is the first problem, as `(place suffix, problem)`.
     pub fn compile(schema: &Value) -> Result<CompiledSchema, (String, String)> {
         let validator = validator_for(schema).map_err(|e| (String::new(), e))?;
         let cel = CelNode::build(schema)?;
@@ -629,11 +597,10 @@ fn pointer_to_path(value: &Value, pointer: &str) -> String {
     out
 }
 
-// `cel::Program` is shared between request threads through `Arc<Pack>`.
+// Compiled rules are shared between request threads through `Arc<Pack>`.
 const _: fn() = || {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<CompiledSchema>();
-    assert_send_sync::<Arc<CompiledSchema>>();
 };
 
 #[cfg(test)]
@@ -659,7 +626,10 @@ mod tests {
         assert_eq!(v["a"], 2);
         assert_eq!(
             c.validate(&v),
-            vec![(".b".to_string(), "must start with x".to_string())]
+            vec![(
+                ".b".to_string(),
+                r#"Invalid value: "y": must start with x"#.to_string()
+            )]
         );
         let errs = c.validate(&json!({"a": 0, "zz": 1}));
         assert_eq!(errs.len(), 2, "{errs:?}");
