@@ -63,6 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("floor listening on https://{}", listener.local_addr()?);
         loop {
             let (tcp, _) = listener.accept().await?;
+            let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
             let svc = TowerToHyperService::new(app.clone());
             tokio::spawn(async move {

@@ -118,6 +118,10 @@ impl HookServer {
                             continue;
                         }
                     };
+                    // Without it, Nagle holds a response's second small TLS write until
+                    // the client's delayed ACK (40 ms): h2 streams sharing a connection
+                    // stalled behind each other.
+                    let _ = tcp.set_nodelay(true);
                     let acceptor = self.acceptor.clone();
                     let service = TowerToHyperService::new(self.router.clone());
                     let watcher = graceful.watcher();
