@@ -7,7 +7,6 @@ pub mod engine;
 pub mod hooks;
 pub mod infra;
 pub mod metrics;
-pub mod openstack;
 pub mod render;
 pub mod sdk;
 pub mod server;

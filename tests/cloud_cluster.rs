@@ -32,9 +32,9 @@ use stackhook::infra::api::types::{is_condition_true, ApiEndpoint, OpenStackIden
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::seam::{ClusterInfra, ClusterScope, IdentitySecret, InfraError};
-use stackhook::openstack::loadbalancing::{self as lb, LoadBalancing};
-use stackhook::openstack::networking::{self as net, Networking};
-use stackhook::openstack::{CallCounts, Clients, CloudConfig};
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::{CallCounts, Clients, CloudConfig};
 
 const NAMESPACE: &str = "sh-test";
 

@@ -18,9 +18,9 @@ use crate::infra::api::cluster::{Bastion, BastionStatus};
 use crate::infra::api::machine::OpenStackMachineSpec;
 use crate::infra::api::types::{ImageParam, MachineResources, PortStatus};
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::compute::{Compute, Server, BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
-use crate::openstack::image::Images;
-use crate::openstack::networking::{self as net, Networking};
+use stackhook_openstack::compute::{Compute, Server, BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
+use stackhook_openstack::image::Images;
+use stackhook_openstack::networking::{self as net, Networking};
 
 /// While Nova builds or deletes the bastion (CAPO waits 15 s; the server
 /// usually needs a few seconds).

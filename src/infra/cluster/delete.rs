@@ -11,8 +11,8 @@ use serde_json::json;
 use super::{os, owner_tag, Pass};
 use crate::infra::api::names::SecurityGroupRole;
 use crate::infra::seam::{DeleteProgress, InfraError, StatusSink};
-use crate::openstack::loadbalancing::{self as lb, LoadBalancing};
-use crate::openstack::networking::{self as net, Networking, NeutronResource};
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking, NeutronResource};
 
 /// CAPO waits 15 s between load balancer checks; Octavia here is faster.
 const LB_DELETE_REQUEUE: Duration = Duration::from_secs(3);

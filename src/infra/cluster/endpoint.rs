@@ -14,8 +14,8 @@ use super::{os, owner_tag, user, Pass};
 use crate::infra::api::cluster::LoadBalancer as LbStatus;
 use crate::infra::api::extensions::{LoadBalancersStatus, VirtualIp};
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::loadbalancing::{self as lb, LoadBalancing};
-use crate::openstack::networking::{self as net, Networking};
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking};
 
 /// Octavia needs a moment after each change (about 1 s on the test cloud).
 const OCTAVIA_REQUEUE: Duration = Duration::from_secs(2);

@@ -31,9 +31,9 @@ use crate::infra::seam::{
     ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
     StatusSink,
 };
-use crate::openstack::compute::Compute;
-use crate::openstack::identity::Identity;
-use crate::openstack::{CacheKey, ClientCache, Clients, OsError};
+use stackhook_openstack::compute::Compute;
+use stackhook_openstack::identity::Identity;
+use stackhook_openstack::{CacheKey, ClientCache, Clients, OsError};
 
 /// Platform facts that no OpenStack API provides; from operator configuration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use super::{os, user, Pass};
 use crate::infra::api::cluster::{NetworkStatus, NetworkStatusWithSubnets, Router, Subnet};
 use crate::infra::api::types::{FilterByNeutronTags, NetworkParam, SubnetParam};
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::networking::{self as net, Networking, NeutronResource};
+use stackhook_openstack::networking::{self as net, Networking, NeutronResource};
 
 /// Router ports that connect a subnet (CAPO's list of device owners).
 const ROUTER_INTERFACE_OWNERS: &[&str] = &[

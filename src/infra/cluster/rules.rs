@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use crate::infra::api::cluster::{
     EtherType, ManagedSecurityGroupName, OpenStackClusterSpec, RuleDirection, SecurityGroupRuleSpec,
 };
-use crate::openstack::networking::SecurityGroupRule;
+use stackhook_openstack::networking::SecurityGroupRule;
 
 /// One wanted Neutron rule. Equality ignores the description, as the diff
 /// against Neutron's rules does.

@@ -7,7 +7,7 @@ use super::{os, Pass};
 use crate::infra::api::cluster::SecurityGroupStatus;
 use crate::infra::api::names::SecurityGroupRole;
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::networking::{self as net, Networking};
+use stackhook_openstack::networking::{self as net, Networking};
 
 const DESCRIPTION: &str = "Cluster API managed group";
 

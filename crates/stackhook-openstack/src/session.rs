@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use super::config::{AuthMethod, CloudConfig, NameOrId};
-use super::error::{service_message, OsError};
+use crate::config::{AuthMethod, CloudConfig, NameOrId};
+use crate::error::{service_message, OsError};
 
 /// Renew this long before Keystone's `expires_at`, so a token never expires
 /// halfway through a reconcile.

@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::OsError;
-use super::session::Session;
+use crate::error::OsError;
+use crate::session::Session;
 
 const SERVICE: &[&str] = &["network"];
 
@@ -352,7 +352,7 @@ pub fn encode_segment(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openstack::session::unwrap_body;
+    use crate::session::unwrap_body;
 
     #[test]
     fn decodes_neutron_bodies() {

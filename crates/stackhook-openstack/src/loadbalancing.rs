@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::OsError;
-use super::session::Session;
+use crate::error::OsError;
+use crate::session::Session;
 
 const SERVICE: &[&str] = &["load-balancer"];
 

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::config::CloudConfig;
-use super::error::OsError;
-use super::Clients;
+use crate::config::CloudConfig;
+use crate::error::OsError;
+use crate::Clients;
 
 /// Identifies one set of credentials.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

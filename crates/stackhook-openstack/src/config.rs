@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::error::OsError;
+use crate::error::OsError;
 
 /// How to authenticate.
 #[derive(Clone, Debug, PartialEq, Eq)]

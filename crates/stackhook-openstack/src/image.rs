@@ -7,8 +7,8 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::OsError;
-use super::session::Session;
+use crate::error::OsError;
+use crate::session::Session;
 
 const SERVICE: &[&str] = &["image"];
 

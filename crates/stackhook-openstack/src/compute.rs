@@ -8,8 +8,8 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::OsError;
-use super::session::{Headers, Session};
+use crate::error::OsError;
+use crate::session::{Headers, Session};
 
 const SERVICE: &[&str] = &["compute"];
 
