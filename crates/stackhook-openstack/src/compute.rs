@@ -96,14 +96,6 @@ pub trait Compute: Send + Sync {
     fn availability_zones(
         &self,
     ) -> impl Future<Output = Result<Vec<AvailabilityZone>, OsError>> + Send;
-    fn server_groups(&self) -> impl Future<Output = Result<Vec<ServerGroup>, OsError>> + Send;
-    /// `policy`: `affinity`, `anti-affinity`, `soft-affinity` or `soft-anti-affinity`.
-    fn create_server_group(
-        &self,
-        name: &str,
-        policy: &str,
-    ) -> impl Future<Output = Result<ServerGroup, OsError>> + Send;
-    fn delete_server_group(&self, id: &str) -> impl Future<Output = Result<(), OsError>> + Send;
     fn flavors(&self) -> impl Future<Output = Result<Vec<Flavor>, OsError>> + Send;
     /// Servers whose name matches the regex `name` (Nova filters by regex).
     fn servers_named(
@@ -150,36 +142,6 @@ impl Compute for Nova {
         parse_zones(v.as_ref()).ok_or_else(|| decode_err(path, "no availabilityZoneInfo"))
     }
 
-    async fn server_groups(&self) -> Result<Vec<ServerGroup>, OsError> {
-        let path = "/os-server-groups";
-        let v = self
-            .call(Method::GET, path, &[], None, SERVER_GROUP_MICROVERSION)
-            .await?;
-        take(v, "server_groups", path)
-    }
-
-    async fn create_server_group(&self, name: &str, policy: &str) -> Result<ServerGroup, OsError> {
-        let path = "/os-server-groups";
-        let body = json!({"server_group": {"name": name, "policy": policy}});
-        let v = self
-            .call(
-                Method::POST,
-                path,
-                &[],
-                Some(&body),
-                SERVER_GROUP_MICROVERSION,
-            )
-            .await?;
-        take(v, "server_group", path)
-    }
-
-    async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
-        let path = format!("/os-server-groups/{id}");
-        self.call(Method::DELETE, &path, &[], None, SERVER_GROUP_MICROVERSION)
-            .await
-            .map(drop)
-    }
-
     async fn flavors(&self) -> Result<Vec<Flavor>, OsError> {
         let path = "/flavors";
         take(self.get_json(path, &[]).await?, "flavors", path)
@@ -220,7 +182,44 @@ impl Compute for Nova {
     }
 }
 
+/// Server groups belong to the machine flow, which the cluster reconcile
+/// does not drive, so they stay off the [`Compute`] trait.
 impl Nova {
+    pub async fn server_groups(&self) -> Result<Vec<ServerGroup>, OsError> {
+        let path = "/os-server-groups";
+        let v = self
+            .call(Method::GET, path, &[], None, SERVER_GROUP_MICROVERSION)
+            .await?;
+        take(v, "server_groups", path)
+    }
+
+    /// `policy`: `affinity`, `anti-affinity`, `soft-affinity` or `soft-anti-affinity`.
+    pub async fn create_server_group(
+        &self,
+        name: &str,
+        policy: &str,
+    ) -> Result<ServerGroup, OsError> {
+        let path = "/os-server-groups";
+        let body = json!({"server_group": {"name": name, "policy": policy}});
+        let v = self
+            .call(
+                Method::POST,
+                path,
+                &[],
+                Some(&body),
+                SERVER_GROUP_MICROVERSION,
+            )
+            .await?;
+        take(v, "server_group", path)
+    }
+
+    pub async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
+        let path = format!("/os-server-groups/{id}");
+        self.call(Method::DELETE, &path, &[], None, SERVER_GROUP_MICROVERSION)
+            .await
+            .map(drop)
+    }
+
     /// One Nova request at `microversion` (Nova reads the header per call).
     async fn call(
         &self,

@@ -1,7 +1,13 @@
-//! OpenStack client layer: clouds.yaml, a Keystone v3 session, and one small
-//! trait per service (Identity, Networking, LoadBalancing, Compute, Images) with the
-//! real implementation, so the reconcile logic can be exercised against
-//! fakes as well as a real cloud.
+//! The OpenStack client of stackhook: clouds.yaml, a Keystone v3 session,
+//! and one small trait per service (Identity, Networking, LoadBalancing,
+//! Compute, Images) with its real implementation on that session.
+//!
+//! Written for the controllers rather than as a general SDK: only the calls
+//! they make, errors that keep the HTTP status (a reconcile must tell "try
+//! again" from "the spec is wrong"), and no Kubernetes types. The traits
+//! exist so that code driving several services can be written once, over
+//! [`CloudClients`], and tested against an in-memory cloud that fails on
+//! demand as well as against a real one.
 
 pub mod cache;
 pub mod compute;
@@ -20,9 +26,36 @@ pub use config::CloudConfig;
 pub use error::OsError;
 pub use session::{CallCounts, Session};
 
-/// The service clients of one cloud, sharing one session and token.
+use compute::Compute;
+use identity::Identity;
+use image::Images;
+use loadbalancing::LoadBalancing;
+use networking::Networking;
+
+/// The service clients of one cloud, seen through their traits, so that a
+/// reconcile can be generic over the real [`Clients`] and a test double.
+pub trait CloudClients: Send + Sync + 'static {
+    type Identity: Identity;
+    type Network: Networking;
+    type LoadBalancer: LoadBalancing;
+    type Compute: Compute;
+    type Image: Images;
+
+    /// The clouds.yaml entry the clients were built from (auth URL and
+    /// region are published as facts about the cluster).
+    fn config(&self) -> &CloudConfig;
+    fn identity(&self) -> &Self::Identity;
+    fn network(&self) -> &Self::Network;
+    fn load_balancer(&self) -> &Self::LoadBalancer;
+    fn compute(&self) -> &Self::Compute;
+    fn image(&self) -> &Self::Image;
+}
+
+/// The real service clients of one cloud, sharing one session and token.
 #[derive(Debug)]
 pub struct Clients {
+    /// Exposed for its request counts and token, which tests and
+    /// benchmarks read.
     pub session: Arc<Session>,
     pub identity: identity::Keystone,
     pub network: networking::Neutron,
@@ -32,6 +65,8 @@ pub struct Clients {
 }
 
 impl Clients {
+    /// Builds the clients without contacting the cloud: the first request
+    /// authenticates. `cacert` replaces the system roots when given.
     pub fn new(config: CloudConfig, cacert: Option<&[u8]>) -> Result<Self, OsError> {
         let session = Arc::new(Session::new(config, cacert)?);
         Ok(Self {
@@ -42,5 +77,32 @@ impl Clients {
             image: image::Glance::new(session.clone()),
             session,
         })
+    }
+}
+
+impl CloudClients for Clients {
+    type Identity = identity::Keystone;
+    type Network = networking::Neutron;
+    type LoadBalancer = loadbalancing::Octavia;
+    type Compute = compute::Nova;
+    type Image = image::Glance;
+
+    fn config(&self) -> &CloudConfig {
+        self.session.config()
+    }
+    fn identity(&self) -> &Self::Identity {
+        &self.identity
+    }
+    fn network(&self) -> &Self::Network {
+        &self.network
+    }
+    fn load_balancer(&self) -> &Self::LoadBalancer {
+        &self.load_balancer
+    }
+    fn compute(&self) -> &Self::Compute {
+        &self.compute
+    }
+    fn image(&self) -> &Self::Image {
+        &self.image
     }
 }

@@ -135,10 +135,6 @@ pub trait LoadBalancing: Send + Sync {
         id: &str,
         body: Value,
     ) -> impl Future<Output = Result<T, OsError>> + Send;
-    fn delete<T: OctaviaResource>(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<(), OsError>> + Send;
     /// `DELETE /loadbalancers/{id}?cascade=true`: listeners, pools, members
     /// and monitors go with it.
     fn delete_load_balancer_cascade(
@@ -186,11 +182,6 @@ impl LoadBalancing for Octavia {
         self.session
             .send_wrapped(Method::PUT, SERVICE, &path, T::SINGULAR, body)
             .await
-    }
-
-    async fn delete<T: OctaviaResource>(&self, id: &str) -> Result<(), OsError> {
-        let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
-        self.session.delete_path(SERVICE, &path).await
     }
 
     async fn delete_load_balancer_cascade(&self, id: &str) -> Result<(), OsError> {
