@@ -7,12 +7,18 @@
 //! resource is first looked up by name (and our ownership tag), so a pass
 //! that dies anywhere is finished by the next one without duplicates.
 //!
-//! The pass is generic over the client set ([`CloudClients`]), and where it
-//! gets the clients for an identity ([`CloudSource`]) is a parameter too.
+//! The pass is generic over the client set ([`CloudClients`]): production
+//! runs it on the real clients, and the fault tests (`faults.rs`) on an
+//! in-memory cloud (`fake.rs`) that fails or loses the answer of any call,
+//! which the loopback test cloud cannot be made to do on cue.
 
 mod bastion;
 mod delete;
 mod endpoint;
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod faults;
 mod network;
 pub mod rules;
 mod security_groups;
