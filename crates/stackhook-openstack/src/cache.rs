@@ -31,6 +31,7 @@ pub struct ClientCache {
 }
 
 impl ClientCache {
+    /// An empty cache; clients are built on first use.
     pub fn new() -> Self {
         Self::default()
     }
@@ -59,10 +60,12 @@ impl ClientCache {
         Ok(clients)
     }
 
+    /// How many credentials have clients, for tests of reuse and expiry.
     pub fn len(&self) -> usize {
         self.entries.lock().map(|m| m.len()).unwrap_or(0)
     }
 
+    /// Whether no client is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

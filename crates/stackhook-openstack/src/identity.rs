@@ -26,6 +26,7 @@ pub struct Keystone {
 }
 
 impl Keystone {
+    /// A Keystone client on `session`, sharing its token with the other services.
     pub fn new(session: Arc<Session>) -> Self {
         Self { session }
     }

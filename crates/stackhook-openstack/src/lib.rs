@@ -35,10 +35,15 @@ use networking::Networking;
 /// The service clients of one cloud, seen through their traits, so that a
 /// reconcile can be generic over the real [`Clients`] and a test double.
 pub trait CloudClients: Send + Sync + 'static {
+    /// Keystone: the token's project and the catalog.
     type Identity: Identity;
+    /// Neutron.
     type Network: Networking;
+    /// Octavia.
     type LoadBalancer: LoadBalancing;
+    /// Nova.
     type Compute: Compute;
+    /// Glance.
     type Image: Images;
 
     /// The clouds.yaml entry the clients were built from (auth URL and
