@@ -17,20 +17,23 @@ ENV CARGO_TERM_COLOR=never \
 
 # Dependencies first: with only the manifests and placeholder sources, this layer is
 # rebuilt only when Cargo.toml or Cargo.lock change, not on every source edit.
-# benches/floor.rs must exist because Cargo.toml declares that bench target.
+# benches/floor.rs must exist because Cargo.toml declares that bench target; each
+# workspace crate under crates/ gets an empty lib.rs beside its manifest.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/stackhook-openstack/Cargo.toml crates/stackhook-openstack/
 RUN mkdir -p src benches \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
  && echo 'fn main() {}' > benches/floor.rs \
+ && for c in crates/*/; do mkdir -p "$c/src" && touch "$c/src/lib.rs"; done \
  && cargo fetch --locked \
  && cargo build --release --locked --bin stackhook \
- && rm -rf src benches
+ && rm -rf src benches crates
 
 # The real sources. COPY keeps the files' own modification times, which can be older
-# than the placeholder build above; touching the crate roots makes cargo rebuild it.
+# than the placeholder build above; touching the crate roots makes cargo rebuild them.
 COPY . .
-RUN touch src/main.rs src/lib.rs \
+RUN touch src/main.rs src/lib.rs crates/*/src/lib.rs \
  && cargo build --release --locked --bin stackhook \
  && install -D -m 0755 target/release/stackhook /out/stackhook
 

@@ -8,7 +8,6 @@ pub mod engine;
 pub mod hooks;
 pub mod infra;
 pub mod metrics;
-pub mod openstack;
 pub mod process;
 pub mod render;
 pub mod sdk;

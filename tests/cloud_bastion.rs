@@ -23,9 +23,9 @@ use stackhook::infra::api::types::{ImageFilter, ImageParam, OpenStackIdentityRef
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::seam::{ClusterInfra, ClusterScope, IdentitySecret, InfraError};
-use stackhook::openstack::compute::Compute;
-use stackhook::openstack::networking::{self as net, Networking};
-use stackhook::openstack::Clients;
+use stackhook_openstack::compute::Compute;
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::Clients;
 
 const NAMESPACE: &str = "sh-bastion";
 

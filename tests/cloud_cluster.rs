@@ -33,9 +33,9 @@ use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::conditions::is_true as is_condition_true;
 use stackhook::infra::seam::{ClusterInfra, ClusterScope, IdentitySecret, InfraError};
-use stackhook::openstack::loadbalancing::{self as lb, LoadBalancing};
-use stackhook::openstack::networking::{self as net, Networking};
-use stackhook::openstack::{CallCounts, Clients, CloudConfig};
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::{CallCounts, Clients, CloudConfig};
 
 const NAMESPACE: &str = "sh-test";
 
@@ -589,8 +589,8 @@ fn injected_faults_are_retried_without_duplicates() {
     runtime().block_on(async move {
         let (net_addr, net_proxy) = start_proxy("http://127.0.0.1:17004", 4).await;
         let (lb_addr, lb_proxy) = start_proxy("http://127.0.0.1:17005", 3).await;
-        let mut doc: serde_yaml::Value = serde_yaml::from_slice(&yaml).unwrap();
-        let entry = doc["clouds"][cloud::MEMBER].as_mapping_mut().unwrap();
+        let mut doc: serde_json::Value = serde_saphyr::from_slice(&yaml).unwrap();
+        let entry = doc["clouds"][cloud::MEMBER].as_object_mut().unwrap();
         entry.insert(
             "network_endpoint_override".into(),
             format!("http://{net_addr}").into(),
@@ -599,7 +599,7 @@ fn injected_faults_are_retried_without_duplicates() {
             "load_balancer_endpoint_override".into(),
             format!("http://{lb_addr}").into(),
         );
-        let faulty = serde_yaml::to_string(&doc).unwrap().into_bytes();
+        let faulty = serde_saphyr::to_string(&doc).unwrap().into_bytes();
 
         let name = unique("fault");
         let names = ClusterNames::new(NAMESPACE, &name);

@@ -2,7 +2,7 @@
 //!
 //! Include with `#[path = "support/cloud.rs"] mod cloud;` and start each test with
 //! `let Some(clouds) = cloud::clouds_yaml() else { return };` so that a plain
-//! `cargo test` skips it. Uses std and serde_yaml only.
+//! `cargo test` skips it. Uses std, serde-saphyr and serde_json only.
 //!
 //! - `STACKHOOK_TEST_CLOUD=/path/to/clouds.yaml`: use that running cloud.
 //! - `STACKHOOK_CLOUD_TESTS=1`: run `tests/cloud/up` once per test process (a no-op
@@ -130,10 +130,10 @@ pub fn entry(name: &str) -> Option<CloudEntry> {
 
 /// Parses entry `name` out of clouds.yaml text.
 pub fn parse_entry(clouds_yaml: &str, name: &str) -> Option<CloudEntry> {
-    let doc: serde_yaml::Value = serde_yaml::from_str(clouds_yaml).ok()?;
+    let doc: serde_json::Value = serde_saphyr::from_str(clouds_yaml).ok()?;
     let e = doc.get("clouds")?.get(name)?;
     let auth = e.get("auth");
-    let s = |v: Option<&serde_yaml::Value>, k: &str| -> String {
+    let s = |v: Option<&serde_json::Value>, k: &str| -> String {
         v.and_then(|v| v.get(k))
             .and_then(|x| x.as_str())
             .unwrap_or_default()

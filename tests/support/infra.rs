@@ -13,7 +13,7 @@ use stackhook::infra::cluster::OpenStackClusterInfra;
 use stackhook::infra::seam::{
     ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
 };
-use stackhook::openstack::{Clients, CloudConfig};
+use stackhook_openstack::{Clients, CloudConfig};
 
 /// Status writes kept in memory; optionally every pass's first write fails,
 /// as a crash between a create and its status write would.

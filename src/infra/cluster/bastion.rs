@@ -12,15 +12,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use stackhook_openstack::compute::{Compute, Server, BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
+use stackhook_openstack::image::Images;
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::CloudClients;
 
 use super::{os, owner_tag, user, Pass};
 use crate::infra::api::cluster::{Bastion, BastionStatus};
 use crate::infra::api::machine::OpenStackMachineSpec;
 use crate::infra::api::types::{ImageParam, MachineResources, PortStatus};
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::compute::{Compute, Server, BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
-use crate::openstack::image::Images;
-use crate::openstack::networking::{self as net, Networking};
 
 /// While Nova builds or deletes the bastion (CAPO waits 15 s; the server
 /// usually needs a few seconds).
@@ -114,7 +115,7 @@ fn server_body(
     }
 }
 
-impl<S: StatusSink> Pass<'_, S> {
+impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     fn bastion_fip_description(&self) -> String {
         format!("{} bastion", self.names.description())
     }
@@ -186,7 +187,7 @@ impl<S: StatusSink> Pass<'_, S> {
                     server_body(&name, &refs, &bastion, &spec, &self.spec.tags, &owner);
                 let id = self
                     .clients
-                    .compute
+                    .compute()
                     .create_server(body, microversion)
                     .await
                     .map_err(|e| os("BastionCreateFailed", e))?;
@@ -253,7 +254,7 @@ impl<S: StatusSink> Pass<'_, S> {
         }
         let images = self
             .clients
-            .image
+            .image()
             .list(&query)
             .await
             .map_err(|e| os("ImageNotFound", e))?;
@@ -285,7 +286,7 @@ impl<S: StatusSink> Pass<'_, S> {
         };
         let flavors = self
             .clients
-            .compute
+            .compute()
             .flavors()
             .await
             .map_err(|e| os("FlavorNotFound", e))?;
@@ -302,7 +303,7 @@ impl<S: StatusSink> Pass<'_, S> {
         network_id: &str,
         spec: &OpenStackMachineSpec,
     ) -> Result<net::Port, InfraError> {
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         let name = self.bastion_port_name();
         let recorded = self
             .status
@@ -371,7 +372,7 @@ impl<S: StatusSink> Pass<'_, S> {
     /// The recorded server, else the one named like it and carrying our
     /// ownership metadata.
     async fn find_bastion_server(&self) -> Result<Option<Server>, InfraError> {
-        let nova = &self.clients.compute;
+        let nova = self.clients.compute();
         let recorded = self
             .status
             .bastion
@@ -411,7 +412,7 @@ impl<S: StatusSink> Pass<'_, S> {
         port: &net::Port,
         bastion: &Bastion,
     ) -> Result<String, InfraError> {
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         let on_port: Vec<net::FloatingIp> = neutron
             .list(&[("port_id", port.id.clone())])
             .await
@@ -467,7 +468,7 @@ impl<S: StatusSink> Pass<'_, S> {
     /// gone), then its floating IP (a user-given one is only disassociated)
     /// and its port. `true` once nothing is left.
     pub(super) async fn delete_bastion(&mut self) -> Result<bool, InfraError> {
-        let nova = &self.clients.compute;
+        let nova = self.clients.compute();
         if let Some(server) = self.find_bastion_server().await? {
             if server.task_state.as_deref() != Some("deleting") && server.status != "DELETED" {
                 match nova.delete_server(&server.id).await {
@@ -480,7 +481,7 @@ impl<S: StatusSink> Pass<'_, S> {
             return Ok(false);
         }
 
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         let name = self.bastion_port_name();
         let mut port_ids: Vec<String> = self
             .status

@@ -7,24 +7,25 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::json;
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking, NeutronResource};
+use stackhook_openstack::CloudClients;
 
 use super::{os, owner_tag, Pass};
 use crate::infra::api::names::SecurityGroupRole;
 use crate::infra::seam::{DeleteProgress, InfraError, StatusSink};
-use crate::openstack::loadbalancing::{self as lb, LoadBalancing};
-use crate::openstack::networking::{self as net, Networking, NeutronResource};
 
 /// CAPO waits 15 s between load balancer checks; Octavia here is faster.
 const LB_DELETE_REQUEUE: Duration = Duration::from_secs(3);
 
-impl<S: StatusSink> Pass<'_, S> {
+impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     /// IDs of `T` named `name` or carrying our tag.
     async fn find_ids<T: NeutronResource + super::network::Tagged>(
         &self,
         names: &[String],
         extra: &[(&'static str, String)],
     ) -> Result<BTreeSet<String>, InfraError> {
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         let mut ids = BTreeSet::new();
         let mut by_tag: Vec<(&str, String)> = vec![("tags", owner_tag(&self.names))];
         by_tag.extend(extra.iter().cloned());
@@ -54,7 +55,7 @@ impl<S: StatusSink> Pass<'_, S> {
         ids: &BTreeSet<String>,
     ) -> Result<(), InfraError> {
         for id in ids {
-            match self.clients.network.delete::<T>(id).await {
+            match self.clients.network().delete::<T>(id).await {
                 Ok(()) => tracing::info!(kind = T::SINGULAR, %id, "deleted"),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(os("DeleteFailed", e)),
@@ -75,7 +76,7 @@ impl<S: StatusSink> Pass<'_, S> {
         }
 
         // 1. API load balancer; its cascade delete takes listeners, pools and monitors.
-        let octavia = &self.clients.load_balancer;
+        let octavia = self.clients.load_balancer();
         let lb_name = self.names.load_balancer_name();
         let balancers: Vec<lb::LoadBalancer> = octavia
             .list(&[("name", lb_name.clone())])
@@ -104,7 +105,7 @@ impl<S: StatusSink> Pass<'_, S> {
         // 2. Floating IPs we allocated (a user-given address is only released from its port).
         let user_fip = self.spec.api_server_floating_ip.clone();
         let fips: Vec<net::FloatingIp> = {
-            let neutron = &self.clients.network;
+            let neutron = self.clients.network();
             let mut all: Vec<net::FloatingIp> = neutron
                 .list(&[("description", self.fip_description())])
                 .await
@@ -133,12 +134,15 @@ impl<S: StatusSink> Pass<'_, S> {
                     continue;
                 }
                 self.clients
-                    .network
+                    .network()
                     .update::<net::FloatingIp>(&f.id, json!({"port_id": null}))
                     .await
                     .map(drop)
             } else {
-                self.clients.network.delete::<net::FloatingIp>(&f.id).await
+                self.clients
+                    .network()
+                    .delete::<net::FloatingIp>(&f.id)
+                    .await
             };
             match res {
                 Ok(()) => tracing::info!(fip = %f.floating_ip_address, "released API floating IP"),
@@ -180,7 +184,7 @@ impl<S: StatusSink> Pass<'_, S> {
                 for network in &networks {
                     let ports: Vec<net::Port> = self
                         .clients
-                        .network
+                        .network()
                         .list(&[
                             ("device_id", router.clone()),
                             ("network_id", network.clone()),
@@ -191,7 +195,7 @@ impl<S: StatusSink> Pass<'_, S> {
                         for f in &p.fixed_ips {
                             match self
                                 .clients
-                                .network
+                                .network()
                                 .remove_router_interface(router, &f.subnet_id)
                                 .await
                             {
@@ -215,7 +219,7 @@ impl<S: StatusSink> Pass<'_, S> {
             for network in &networks {
                 let ports: Vec<net::Port> = self
                     .clients
-                    .network
+                    .network()
                     .list(&[("network_id", network.clone())])
                     .await
                     .map_err(|e| os("DeleteFailed", e))?;

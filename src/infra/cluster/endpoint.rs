@@ -9,20 +9,21 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::CloudClients;
 
 use super::{os, owner_tag, user, Pass};
 use crate::infra::api::cluster::LoadBalancer as LbStatus;
 use crate::infra::api::extensions::{LoadBalancersStatus, VirtualIp};
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::loadbalancing::{self as lb, LoadBalancing};
-use crate::openstack::networking::{self as net, Networking};
 
 /// Octavia needs a moment after each change (about 1 s on the test cloud).
 const OCTAVIA_REQUEUE: Duration = Duration::from_secs(2);
 /// Octavia API version that has `allowed_cidrs`.
 const ALLOWED_CIDRS_VERSION: (u32, u32) = (2, 12);
 
-impl<S: StatusSink> Pass<'_, S> {
+impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     fn api_port(&self) -> i64 {
         self.spec.api_server_port.unwrap_or(6443)
     }
@@ -76,7 +77,7 @@ impl<S: StatusSink> Pass<'_, S> {
         let Some(spec) = self.spec.api_server_load_balancer.clone() else {
             return Ok(None);
         };
-        let octavia = &self.clients.load_balancer;
+        let octavia = self.clients.load_balancer();
         let name = self.names.load_balancer_name();
         let known_id = self
             .status
@@ -328,7 +329,7 @@ impl<S: StatusSink> Pass<'_, S> {
     async fn load_balancer_flavor(&self, name: &str) -> Result<String, InfraError> {
         let flavors: Vec<lb::Flavor> = self
             .clients
-            .load_balancer
+            .load_balancer()
             .list(&[("name", name.to_owned())])
             .await
             .map_err(|e| os("APIEndpointConfigFailed", e))?;
@@ -347,7 +348,7 @@ impl<S: StatusSink> Pass<'_, S> {
         }
         let version = self
             .clients
-            .load_balancer
+            .load_balancer()
             .api_version()
             .await
             .map_err(|e| os("APIEndpointConfigFailed", e))?;
@@ -385,7 +386,7 @@ impl<S: StatusSink> Pass<'_, S> {
         &mut self,
         vip_port: Option<&str>,
     ) -> Result<net::FloatingIp, InfraError> {
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         let recorded = self
             .status
             .api_server_load_balancer
@@ -478,7 +479,7 @@ impl<S: StatusSink> Pass<'_, S> {
         if !enabled && had.is_none() {
             return Ok(None);
         }
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         let found: Vec<net::Port> = neutron
             .list(&[
                 ("name", name.clone()),

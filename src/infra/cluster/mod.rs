@@ -6,10 +6,19 @@
 //! Every create is followed by a status write through the sink, and every
 //! resource is first looked up by name (and our ownership tag), so a pass
 //! that dies anywhere is finished by the next one without duplicates.
+//!
+//! The pass is generic over the client set ([`CloudClients`]): production
+//! runs it on the real clients, and the fault tests (`faults.rs`) on an
+//! in-memory cloud (`fake.rs`) that fails or loses the answer of any call,
+//! which the loopback test cloud cannot be made to do on cue.
 
 mod bastion;
 mod delete;
 mod endpoint;
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod faults;
 mod network;
 pub mod rules;
 mod security_groups;
@@ -18,6 +27,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use bastion::OWNER_METADATA_KEY;
+
+use stackhook_openstack::compute::Compute;
+use stackhook_openstack::identity::Identity;
+use stackhook_openstack::{CacheKey, ClientCache, Clients, CloudClients, OsError};
 
 use crate::infra::api::cluster::{ClusterInitialization, OpenStackClusterSpec};
 use crate::infra::api::extensions::{
@@ -32,9 +45,6 @@ use crate::infra::seam::{
     ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
     StatusSink,
 };
-use crate::openstack::compute::Compute;
-use crate::openstack::identity::Identity;
-use crate::openstack::{CacheKey, ClientCache, Clients, OsError};
 
 /// Platform facts that no OpenStack API provides; from operator configuration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,23 +58,20 @@ const LB_PENDING_REQUEUE: Duration = Duration::from_secs(3);
 /// While Machines remain on deletion (CAPO uses 5 s).
 const MACHINES_REQUEUE: Duration = Duration::from_secs(5);
 
-/// `ClusterInfra` on a real OpenStack.
-pub struct OpenStackClusterInfra {
-    platform: PlatformConfig,
-    cache: ClientCache,
+/// Where a pass gets the clients for an identity Secret: the client cache
+/// in production; an in-memory cloud in the reconcile's fault tests.
+pub trait CloudSource: Send + Sync + 'static {
+    type Clients: CloudClients;
+
+    /// The clients for `identity`; an error means its clouds.yaml or CA
+    /// bundle is unusable.
+    fn clients_for(&self, identity: &IdentitySecret) -> Result<Arc<Self::Clients>, OsError>;
 }
 
-impl OpenStackClusterInfra {
-    pub fn new(platform: PlatformConfig) -> Self {
-        Self {
-            platform,
-            cache: ClientCache::new(),
-        }
-    }
+impl CloudSource for ClientCache {
+    type Clients = Clients;
 
-    /// The (cached) clients for an identity; exposed so callers can read the
-    /// session's request counts.
-    pub fn clients_for(&self, identity: &IdentitySecret) -> Result<Arc<Clients>, InfraError> {
+    fn clients_for(&self, identity: &IdentitySecret) -> Result<Arc<Clients>, OsError> {
         let key = CacheKey {
             namespace: identity.namespace.clone(),
             name: identity.name.clone(),
@@ -72,13 +79,37 @@ impl OpenStackClusterInfra {
             cloud_name: identity.cloud_name.clone(),
             region: identity.region.clone(),
         };
-        self.cache
-            .get_or_create(key, &identity.clouds_yaml, identity.cacert.as_deref())
+        self.get_or_create(key, &identity.clouds_yaml, identity.cacert.as_deref())
+    }
+}
+
+/// `ClusterInfra` on OpenStack: by default a real one, through cached clients.
+pub struct OpenStackClusterInfra<C = ClientCache> {
+    platform: PlatformConfig,
+    clouds: C,
+}
+
+impl OpenStackClusterInfra {
+    pub fn new(platform: PlatformConfig) -> Self {
+        Self::with_clouds(platform, ClientCache::new())
+    }
+}
+
+impl<C: CloudSource> OpenStackClusterInfra<C> {
+    pub fn with_clouds(platform: PlatformConfig, clouds: C) -> Self {
+        Self { platform, clouds }
+    }
+
+    /// The clients for an identity; exposed so callers can read the
+    /// session's request counts.
+    pub fn clients_for(&self, identity: &IdentitySecret) -> Result<Arc<C::Clients>, InfraError> {
+        self.clouds
+            .clients_for(identity)
             .map_err(|e| user("InvalidCloudConfig", e.to_string()))
     }
 }
 
-impl ClusterInfra for OpenStackClusterInfra {
+impl<C: CloudSource> ClusterInfra for OpenStackClusterInfra<C> {
     async fn reconcile(
         &self,
         scope: &ClusterScope,
@@ -87,7 +118,7 @@ impl ClusterInfra for OpenStackClusterInfra {
         sink: &impl StatusSink,
     ) -> Result<ClusterOutcome, InfraError> {
         let clients = self.clients_for(identity)?;
-        let mut pass = Pass::new(&clients, scope, cluster, sink);
+        let mut pass = Pass::new(&*clients, scope, cluster, sink);
         match pass.run(&self.platform, identity).await {
             Ok(outcome) => Ok(outcome),
             Err(InfraError::User { reason, message }) => {
@@ -118,14 +149,14 @@ impl ClusterInfra for OpenStackClusterInfra {
             });
         }
         let clients = self.clients_for(identity)?;
-        let mut pass = Pass::new(&clients, scope, cluster, sink);
+        let mut pass = Pass::new(&*clients, scope, cluster, sink);
         pass.delete_all().await
     }
 }
 
 /// One reconcile pass: the working status and what it needs.
-pub(crate) struct Pass<'a, S: StatusSink> {
-    pub clients: &'a Clients,
+pub(crate) struct Pass<'a, C: CloudClients, S: StatusSink> {
+    pub clients: &'a C,
     pub names: ClusterNames,
     pub spec: &'a OpenStackClusterSpec,
     pub status: OpenStackClusterStatus,
@@ -141,9 +172,9 @@ pub(crate) struct Pass<'a, S: StatusSink> {
     initial: OpenStackClusterStatus,
 }
 
-impl<'a, S: StatusSink> Pass<'a, S> {
+impl<'a, C: CloudClients, S: StatusSink> Pass<'a, C, S> {
     fn new(
-        clients: &'a Clients,
+        clients: &'a C,
         scope: &ClusterScope,
         cluster: &'a OpenStackCluster,
         sink: &'a S,
@@ -305,7 +336,7 @@ impl<'a, S: StatusSink> Pass<'a, S> {
     async fn reconcile_failure_domains(&mut self) -> Result<(), InfraError> {
         let zones = self
             .clients
-            .compute
+            .compute()
             .availability_zones()
             .await
             .map_err(|e| os("AvailabilityZoneListFailed", e))?;
@@ -338,7 +369,7 @@ impl<'a, S: StatusSink> Pass<'a, S> {
         host: &str,
         ingress_vip: Option<String>,
     ) -> Result<ClusterStatusExtensions, InfraError> {
-        let id = &self.clients.identity;
+        let id = self.clients.identity();
         let project = id
             .project()
             .await
@@ -350,7 +381,7 @@ impl<'a, S: StatusSink> Pass<'a, S> {
         };
         let keystone = endpoint(&["identity"])
             .await?
-            .or_else(|| Some(self.clients.session.config().auth_url.clone()));
+            .or_else(|| Some(self.clients.config().auth_url.clone()));
         let nova = endpoint(&["compute"]).await?;
         let neutron = endpoint(&["network"]).await?;
         let cinder = endpoint(&["block-storage", "volumev3"]).await?;
@@ -412,7 +443,7 @@ impl<'a, S: StatusSink> Pass<'a, S> {
                 region: identity
                     .region
                     .clone()
-                    .or_else(|| self.clients.session.config().region.clone()),
+                    .or_else(|| self.clients.config().region.clone()),
                 mgmt: Some(host.to_owned()),
             }),
             platform: Some(PlatformStatus {

@@ -1,12 +1,13 @@
 //! External network, cluster network, subnet, router and router interface.
 
 use serde_json::json;
+use stackhook_openstack::networking::{self as net, Networking, NeutronResource};
+use stackhook_openstack::CloudClients;
 
 use super::{os, user, Pass};
 use crate::infra::api::cluster::{NetworkStatus, NetworkStatusWithSubnets, Router, Subnet};
 use crate::infra::api::types::{FilterByNeutronTags, NetworkParam, SubnetParam};
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::networking::{self as net, Networking, NeutronResource};
 
 /// Router ports that connect a subnet (CAPO's list of device owners).
 const ROUTER_INTERFACE_OWNERS: &[&str] = &[
@@ -56,7 +57,7 @@ tagged!(net::Port);
 tagged!(net::SecurityGroup);
 tagged!(net::FloatingIp);
 
-impl<S: StatusSink> Pass<'_, S> {
+impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     /// Of several resources found by name, the one carrying our tag; a name
     /// that matches more than one without telling them apart is an error.
     pub(super) fn pick<T: Tagged>(
@@ -95,7 +96,7 @@ impl<S: StatusSink> Pass<'_, S> {
         for t in &self.tags {
             if !tags.contains(t) {
                 self.clients
-                    .network
+                    .network()
                     .add_tag::<T>(r.id(), t)
                     .await
                     .map_err(|e| os("TagFailed", e))?;
@@ -123,7 +124,7 @@ impl<S: StatusSink> Pass<'_, S> {
             Some(param) => self.find_networks(param, true).await?,
             None => self
                 .clients
-                .network
+                .network()
                 .list(&[("router:external", "true".to_owned())])
                 .await
                 .map_err(|e| os("ExternalNetworkNotFound", e))?,
@@ -165,7 +166,7 @@ impl<S: StatusSink> Pass<'_, S> {
             "NetworkNotFound"
         };
         if let Some(id) = &p.id {
-            return match self.clients.network.get::<net::Network>(id).await {
+            return match self.clients.network().get::<net::Network>(id).await {
                 Ok(n) => Ok(vec![n]),
                 Err(e) if e.is_not_found() => Ok(vec![]),
                 Err(e) => Err(os(reason, e)),
@@ -188,7 +189,7 @@ impl<S: StatusSink> Pass<'_, S> {
             q.push(("router:external", "true".to_owned()));
         }
         self.clients
-            .network
+            .network()
             .list(&q)
             .await
             .map_err(|e| os(reason, e))
@@ -207,7 +208,7 @@ impl<S: StatusSink> Pass<'_, S> {
         managed: &crate::infra::api::cluster::SubnetSpec,
     ) -> Result<(), InfraError> {
         let name = self.names.network_name();
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         // Network.
         let found = neutron
             .list::<net::Network>(&[("name", name.clone())])
@@ -401,7 +402,7 @@ impl<S: StatusSink> Pass<'_, S> {
         if let Some(id) = &p.id {
             return self
                 .clients
-                .network
+                .network()
                 .get::<net::Router>(id)
                 .await
                 .map_err(|e| {
@@ -424,7 +425,7 @@ impl<S: StatusSink> Pass<'_, S> {
         }
         let mut found: Vec<net::Router> = self
             .clients
-            .network
+            .network()
             .list(&q)
             .await
             .map_err(|e| os("RouterNotFound", e))?;
@@ -442,7 +443,7 @@ impl<S: StatusSink> Pass<'_, S> {
 
     /// No managed subnets: resolve the user's network and subnets.
     async fn reconcile_existing_network(&mut self) -> Result<(), InfraError> {
-        let neutron = &self.clients.network;
+        let neutron = self.clients.network();
         let mut subnets: Vec<net::Subnet> = Vec::new();
         for p in &self.spec.subnets {
             subnets.push(self.find_subnet(p).await?);
@@ -537,7 +538,7 @@ impl<S: StatusSink> Pass<'_, S> {
         if let Some(id) = &p.id {
             return self
                 .clients
-                .network
+                .network()
                 .get::<net::Subnet>(id)
                 .await
                 .map_err(|e| {
@@ -570,7 +571,7 @@ impl<S: StatusSink> Pass<'_, S> {
         }
         let mut found: Vec<net::Subnet> = self
             .clients
-            .network
+            .network()
             .list(&q)
             .await
             .map_err(|e| os("SubnetNotFound", e))?;

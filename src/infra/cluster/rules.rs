@@ -6,10 +6,11 @@
 
 use std::collections::BTreeSet;
 
+use stackhook_openstack::networking::SecurityGroupRule;
+
 use crate::infra::api::cluster::{
     EtherType, ManagedSecurityGroupName, OpenStackClusterSpec, RuleDirection, SecurityGroupRuleSpec,
 };
-use crate::openstack::networking::SecurityGroupRule;
 
 /// One wanted Neutron rule. Equality ignores the description, as the diff
 /// against Neutron's rules does.

@@ -1,17 +1,18 @@
 //! The managed security groups and their rules.
 
 use serde_json::json;
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::CloudClients;
 
 use super::rules::{self, GroupIds};
 use super::{os, Pass};
 use crate::infra::api::cluster::SecurityGroupStatus;
 use crate::infra::api::names::SecurityGroupRole;
 use crate::infra::seam::{InfraError, StatusSink};
-use crate::openstack::networking::{self as net, Networking};
 
 const DESCRIPTION: &str = "Cluster API managed group";
 
-impl<S: StatusSink> Pass<'_, S> {
+impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     fn bastion_enabled(&self) -> bool {
         self.spec
             .bastion
@@ -43,7 +44,7 @@ impl<S: StatusSink> Pass<'_, S> {
         }
         let listed: Vec<net::SecurityGroup> = self
             .clients
-            .network
+            .network()
             .list(&query)
             .await
             .map_err(|e| os("SecurityGroupCreateFailed", e))?;
@@ -58,7 +59,7 @@ impl<S: StatusSink> Pass<'_, S> {
                 None => {
                     let g: net::SecurityGroup = self
                         .clients
-                        .network
+                        .network()
                         .create(json!({"name": name, "description": DESCRIPTION}))
                         .await
                         .map_err(|e| os("SecurityGroupCreateFailed", e))?;
@@ -84,7 +85,7 @@ impl<S: StatusSink> Pass<'_, S> {
             for g in listed.iter().filter(|g| g.name == bastion_name) {
                 match self
                     .clients
-                    .network
+                    .network()
                     .delete::<net::SecurityGroup>(&g.id)
                     .await
                 {
@@ -125,7 +126,7 @@ impl<S: StatusSink> Pass<'_, S> {
             for r in delete {
                 match self
                     .clients
-                    .network
+                    .network()
                     .delete::<net::SecurityGroupRule>(&r.id)
                     .await
                 {
@@ -137,7 +138,7 @@ impl<S: StatusSink> Pass<'_, S> {
             }
             for r in create {
                 self.clients
-                    .network
+                    .network()
                     .create::<net::SecurityGroupRule>(r.body(&group.id))
                     .await
                     .map_err(|e| os("SecurityGroupCreateFailed", e))?;

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::config::CloudConfig;
-use super::error::OsError;
-use super::Clients;
+use crate::config::CloudConfig;
+use crate::error::OsError;
+use crate::Clients;
 
 /// Identifies one set of credentials.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -31,6 +31,7 @@ pub struct ClientCache {
 }
 
 impl ClientCache {
+    /// An empty cache; clients are built on first use.
     pub fn new() -> Self {
         Self::default()
     }
@@ -59,10 +60,12 @@ impl ClientCache {
         Ok(clients)
     }
 
+    /// How many credentials have clients, for tests of reuse and expiry.
     pub fn len(&self) -> usize {
         self.entries.lock().map(|m| m.len()).unwrap_or(0)
     }
 
+    /// Whether no client is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

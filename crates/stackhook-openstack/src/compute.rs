@@ -8,8 +8,8 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::OsError;
-use super::session::{Headers, Session};
+use crate::error::OsError;
+use crate::session::{Headers, Session};
 
 const SERVICE: &[&str] = &["compute"];
 
@@ -29,12 +29,14 @@ pub fn microversion_headers(version: &str) -> Headers {
     ]
 }
 
+/// A Nova availability zone; the available ones become failure domains.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AvailabilityZone {
     pub name: String,
     pub available: bool,
 }
 
+/// A Nova server group (affinity policy for a machine set).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct ServerGroup {
     pub id: String,
@@ -46,6 +48,7 @@ pub struct ServerGroup {
     pub members: Vec<String>,
 }
 
+/// A Nova flavor; specs name it, servers are created with its ID.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Flavor {
     pub id: String,
@@ -64,12 +67,14 @@ pub struct ServerAddress {
     pub kind: Option<String>,
 }
 
+/// Why Nova put a server in ERROR, for the condition message.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct ServerFault {
     #[serde(default)]
     pub message: String,
 }
 
+/// A Nova server as `GET /servers/{id}` shows it, at the base microversion.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Server {
     pub id: String,
@@ -93,23 +98,18 @@ pub struct Server {
 
 /// The Nova calls the cluster flow needs.
 pub trait Compute: Send + Sync {
+    /// The zones and whether each is available.
     fn availability_zones(
         &self,
     ) -> impl Future<Output = Result<Vec<AvailabilityZone>, OsError>> + Send;
-    fn server_groups(&self) -> impl Future<Output = Result<Vec<ServerGroup>, OsError>> + Send;
-    /// `policy`: `affinity`, `anti-affinity`, `soft-affinity` or `soft-anti-affinity`.
-    fn create_server_group(
-        &self,
-        name: &str,
-        policy: &str,
-    ) -> impl Future<Output = Result<ServerGroup, OsError>> + Send;
-    fn delete_server_group(&self, id: &str) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// All flavors visible to the project (names are resolved client side).
     fn flavors(&self) -> impl Future<Output = Result<Vec<Flavor>, OsError>> + Send;
     /// Servers whose name matches the regex `name` (Nova filters by regex).
     fn servers_named(
         &self,
         name: &str,
     ) -> impl Future<Output = Result<Vec<Server>, OsError>> + Send;
+    /// One server; a 404 means it is gone.
     fn server(&self, id: &str) -> impl Future<Output = Result<Server, OsError>> + Send;
     /// `body` is the object without its `{"server": ...}` envelope; the
     /// answer holds only the ID.
@@ -118,6 +118,7 @@ pub trait Compute: Send + Sync {
         body: Value,
         microversion: &str,
     ) -> impl Future<Output = Result<String, OsError>> + Send;
+    /// Starts the deletion; the server lingers (task state `deleting`) until Nova is done.
     fn delete_server(&self, id: &str) -> impl Future<Output = Result<(), OsError>> + Send;
 }
 
@@ -128,6 +129,7 @@ pub struct Nova {
 }
 
 impl Nova {
+    /// A Nova client on `session`, sharing its token with the other services.
     pub fn new(session: Arc<Session>) -> Self {
         Self { session }
     }
@@ -148,36 +150,6 @@ impl Compute for Nova {
             .call(Method::GET, path, &[], None, BASE_MICROVERSION)
             .await?;
         parse_zones(v.as_ref()).ok_or_else(|| decode_err(path, "no availabilityZoneInfo"))
-    }
-
-    async fn server_groups(&self) -> Result<Vec<ServerGroup>, OsError> {
-        let path = "/os-server-groups";
-        let v = self
-            .call(Method::GET, path, &[], None, SERVER_GROUP_MICROVERSION)
-            .await?;
-        take(v, "server_groups", path)
-    }
-
-    async fn create_server_group(&self, name: &str, policy: &str) -> Result<ServerGroup, OsError> {
-        let path = "/os-server-groups";
-        let body = json!({"server_group": {"name": name, "policy": policy}});
-        let v = self
-            .call(
-                Method::POST,
-                path,
-                &[],
-                Some(&body),
-                SERVER_GROUP_MICROVERSION,
-            )
-            .await?;
-        take(v, "server_group", path)
-    }
-
-    async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
-        let path = format!("/os-server-groups/{id}");
-        self.call(Method::DELETE, &path, &[], None, SERVER_GROUP_MICROVERSION)
-            .await
-            .map(drop)
     }
 
     async fn flavors(&self) -> Result<Vec<Flavor>, OsError> {
@@ -220,7 +192,46 @@ impl Compute for Nova {
     }
 }
 
+/// Server groups belong to the machine flow, which the cluster reconcile
+/// does not drive, so they stay off the [`Compute`] trait.
 impl Nova {
+    /// All server groups of the project.
+    pub async fn server_groups(&self) -> Result<Vec<ServerGroup>, OsError> {
+        let path = "/os-server-groups";
+        let v = self
+            .call(Method::GET, path, &[], None, SERVER_GROUP_MICROVERSION)
+            .await?;
+        take(v, "server_groups", path)
+    }
+
+    /// `policy`: `affinity`, `anti-affinity`, `soft-affinity` or `soft-anti-affinity`.
+    pub async fn create_server_group(
+        &self,
+        name: &str,
+        policy: &str,
+    ) -> Result<ServerGroup, OsError> {
+        let path = "/os-server-groups";
+        let body = json!({"server_group": {"name": name, "policy": policy}});
+        let v = self
+            .call(
+                Method::POST,
+                path,
+                &[],
+                Some(&body),
+                SERVER_GROUP_MICROVERSION,
+            )
+            .await?;
+        take(v, "server_group", path)
+    }
+
+    /// Deletes a server group; Nova refuses while it has members.
+    pub async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
+        let path = format!("/os-server-groups/{id}");
+        self.call(Method::DELETE, &path, &[], None, SERVER_GROUP_MICROVERSION)
+            .await
+            .map(drop)
+    }
+
     /// One Nova request at `microversion` (Nova reads the header per call).
     async fn call(
         &self,

@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use super::config::{AuthMethod, CloudConfig, NameOrId};
-use super::error::{service_message, OsError};
+use crate::config::{AuthMethod, CloudConfig, NameOrId};
+use crate::error::{service_message, OsError};
 
 /// Renew this long before Keystone's `expires_at`, so a token never expires
 /// halfway through a reconcile.
@@ -41,6 +41,7 @@ pub struct TokenProject {
     pub domain: TokenDomain,
 }
 
+/// The domain of the token's project, published with its name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct TokenDomain {
     #[serde(default)]
@@ -58,6 +59,7 @@ pub struct CatalogEntry {
     pub endpoints: Vec<CatalogEndpoint>,
 }
 
+/// One URL of a catalog service, per region and interface.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CatalogEndpoint {
     pub interface: String,
@@ -123,6 +125,7 @@ impl std::ops::Sub for CallCounts {
 }
 
 impl CallStats {
+    /// The counts now; subtract two snapshots to count one reconcile.
     pub fn snapshot(&self) -> CallCounts {
         CallCounts {
             reads: self.reads.load(Ordering::Relaxed),
@@ -196,10 +199,12 @@ impl Session {
         })
     }
 
+    /// The clouds.yaml entry the session was built from.
     pub fn config(&self) -> &CloudConfig {
         &self.config
     }
 
+    /// Requests made so far.
     pub fn stats(&self) -> &CallStats {
         &self.stats
     }
@@ -569,6 +574,7 @@ pub fn unwrap_body<T: serde::de::DeserializeOwned>(
 /// The resource calls Neutron and Octavia share: a collection at `collection`, lists
 /// under the `plural` key, one resource as `{"<singular>": ...}` both ways.
 impl Session {
+    /// `GET collection`, the list under `plural`.
     pub async fn list_wrapped<T: serde::de::DeserializeOwned>(
         &self,
         service: &[&str],
@@ -582,6 +588,7 @@ impl Session {
         unwrap_body(service, v, plural, collection)
     }
 
+    /// `GET path`, the resource under `singular`.
     pub async fn get_wrapped<T: serde::de::DeserializeOwned>(
         &self,
         service: &[&str],
@@ -610,6 +617,7 @@ impl Session {
         unwrap_body(service, v, singular, path)
     }
 
+    /// `DELETE path`, retried like every idempotent request.
     pub async fn delete_path(&self, service: &[&str], path: &str) -> Result<(), OsError> {
         self.request(Method::DELETE, service, path, &[], None, &vec![])
             .await

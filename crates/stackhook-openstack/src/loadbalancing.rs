@@ -9,17 +9,20 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::OsError;
-use super::session::Session;
+use crate::error::OsError;
+use crate::session::Session;
 
 const SERVICE: &[&str] = &["load-balancer"];
 
 /// An Octavia collection: `/v2/lbaas/<plural>`.
 pub trait OctaviaResource: DeserializeOwned + Send + 'static {
+    /// The key one resource is wrapped in, e.g. `listener`.
     const SINGULAR: &'static str;
+    /// The collection's path segment and list key, e.g. `listeners`.
     const PLURAL: &'static str;
 }
 
+/// A load balancer; changes wait until `provisioning_status` is ACTIVE again.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct LoadBalancer {
     pub id: String,
@@ -42,14 +45,17 @@ pub struct LoadBalancer {
 }
 
 impl LoadBalancer {
+    /// Octavia accepts changes to it and its children.
     pub fn is_active(&self) -> bool {
         self.provisioning_status == "ACTIVE"
     }
+    /// Octavia is working on it and refuses changes (409) until it is done.
     pub fn is_pending(&self) -> bool {
         self.provisioning_status.starts_with("PENDING_")
     }
 }
 
+/// A listener: one frontend port of a load balancer.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Listener {
     pub id: String,
@@ -63,6 +69,7 @@ pub struct Listener {
     pub provisioning_status: String,
 }
 
+/// A pool: the backends behind a listener.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Pool {
     pub id: String,
@@ -74,6 +81,7 @@ pub struct Pool {
     pub provisioning_status: String,
 }
 
+/// A health monitor: how a pool's members are checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct HealthMonitor {
     pub id: String,
@@ -89,6 +97,7 @@ pub struct HealthMonitor {
     pub max_retries_down: i64,
 }
 
+/// A load balancer provider driver (`amphora`, `ovn`…).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Provider {
     pub name: String,
@@ -121,24 +130,24 @@ resource!(Flavor, "flavor", "flavors");
 
 /// Octavia operations the cluster flow needs.
 pub trait LoadBalancing: Send + Sync {
+    /// `GET /v2/lbaas/<plural>` with filters such as `name` or `loadbalancer_id`.
     fn list<T: OctaviaResource>(
         &self,
         query: &[(&str, String)],
     ) -> impl Future<Output = Result<Vec<T>, OsError>> + Send;
+    /// One resource; a 404 means it is gone.
     fn get<T: OctaviaResource>(&self, id: &str) -> impl Future<Output = Result<T, OsError>> + Send;
+    /// `body` is the object without its `{singular: ...}` envelope.
     fn create<T: OctaviaResource>(
         &self,
         body: Value,
     ) -> impl Future<Output = Result<T, OsError>> + Send;
+    /// Fails with 409 while the load balancer is `PENDING_*`.
     fn update<T: OctaviaResource>(
         &self,
         id: &str,
         body: Value,
     ) -> impl Future<Output = Result<T, OsError>> + Send;
-    fn delete<T: OctaviaResource>(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<(), OsError>> + Send;
     /// `DELETE /loadbalancers/{id}?cascade=true`: listeners, pools, members
     /// and monitors go with it.
     fn delete_load_balancer_cascade(
@@ -156,6 +165,7 @@ pub struct Octavia {
 }
 
 impl Octavia {
+    /// An Octavia client on `session`, sharing its token with the other services.
     pub fn new(session: Arc<Session>) -> Self {
         Self { session }
     }
@@ -186,11 +196,6 @@ impl LoadBalancing for Octavia {
         self.session
             .send_wrapped(Method::PUT, SERVICE, &path, T::SINGULAR, body)
             .await
-    }
-
-    async fn delete<T: OctaviaResource>(&self, id: &str) -> Result<(), OsError> {
-        let path = format!("/v2/lbaas/{}/{id}", T::PLURAL);
-        self.session.delete_path(SERVICE, &path).await
     }
 
     async fn delete_load_balancer_cascade(&self, id: &str) -> Result<(), OsError> {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::error::OsError;
+use crate::error::OsError;
 
 /// How to authenticate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,8 +73,9 @@ struct RawCloud {
     endpoint_type: Option<String>,
     #[serde(default)]
     verify: Option<bool>,
+    /// Everything else, for the `<service>_endpoint_override` keys.
     #[serde(flatten)]
-    rest: BTreeMap<String, serde_yaml::Value>,
+    rest: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Default, Deserialize)]
@@ -116,8 +117,7 @@ impl CloudConfig {
         cloud: &str,
         region: Option<&str>,
     ) -> Result<Self, OsError> {
-        let file: CloudsFile = serde_yaml::from_slice(yaml)
-            .map_err(|e| OsError::Config(format!("clouds.yaml is not valid: {e}")))?;
+        let file: CloudsFile = parse(yaml)?;
         let raw = file.clouds.get(cloud).ok_or_else(|| {
             let known: Vec<&str> = file.clouds.keys().map(String::as_str).collect();
             OsError::Config(format!(
@@ -219,6 +219,15 @@ impl CloudConfig {
             endpoint_overrides,
         })
     }
+}
+
+/// Parses clouds.yaml. The error names the problem and its line and
+/// column, but quotes no source lines: they would carry passwords and
+/// secrets into conditions and Events.
+fn parse(yaml: &[u8]) -> Result<CloudsFile, OsError> {
+    let options = serde_saphyr::options! { with_snippet: false };
+    serde_saphyr::from_slice_with_options(yaml, options)
+        .map_err(|e| OsError::Config(format!("clouds.yaml is not valid: {e}")))
 }
 
 /// clouds.yaml commonly gives the Keystone root with or without `/v3`.
@@ -360,5 +369,49 @@ clouds:
         assert!(CloudConfig::from_clouds_yaml(b"clouds: [", "x", None).is_err());
         let no_url = "clouds: {x: {auth: {username: a, password: b}}}";
         assert!(CloudConfig::from_clouds_yaml(no_url.as_bytes(), "x", None).is_err());
+    }
+
+    #[test]
+    fn syntax_errors_name_the_place_but_quote_no_secret() {
+        let yaml = "clouds:\n  c:\n    auth:\n      auth_url: http://k\n      password: hunter2\n    verify: maybe\n";
+        let err = CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("clouds.yaml is not valid"), "{err}");
+        assert!(err.contains("boolean"), "{err}");
+        assert!(err.contains("line 6, column 13"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+
+        let err = CloudConfig::from_clouds_yaml(b"clouds: [", "c", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 1, column 9"), "{err}");
+        let dup = "clouds:\n  c: {}\n  c: {}\n";
+        let err = CloudConfig::from_clouds_yaml(dup.as_bytes(), "c", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("duplicate") && err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn reads_yaml_scalars_as_openstacksdk_does() {
+        // Numeric IDs stay strings; `no` is false, as PyYAML reads it.
+        let yaml = "clouds: {c: {verify: no, identity_api_version: 3, \
+                    auth: {auth_url: 'http://k', user_id: 1234, password: 0042, project_id: 5678}}}";
+        let c = CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None).unwrap();
+        assert!(!c.verify);
+        match c.auth {
+            AuthMethod::Password {
+                user,
+                password,
+                project,
+                ..
+            } => {
+                assert_eq!(user, NameOrId::Id("1234".into()));
+                assert_eq!(password, "0042");
+                assert_eq!(project, Some(NameOrId::Id("5678".into())));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -7,11 +7,12 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::OsError;
-use super::session::Session;
+use crate::error::OsError;
+use crate::session::Session;
 
 const SERVICE: &[&str] = &["image"];
 
+/// A Glance image, found by name and tags to boot a server from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Image {
     pub id: String,
@@ -39,6 +40,7 @@ pub struct Glance {
 }
 
 impl Glance {
+    /// A Glance client on `session`, sharing its token with the other services.
     pub fn new(session: Arc<Session>) -> Self {
         Self { session }
     }

@@ -57,10 +57,12 @@ impl OsError {
         }
     }
 
+    /// 404: what was looked for is gone (deletes treat that as done).
     pub fn is_not_found(&self) -> bool {
         self.status() == Some(404)
     }
 
+    /// 409: in use, a duplicate, or an Octavia load balancer still `PENDING_*`.
     pub fn is_conflict(&self) -> bool {
         self.status() == Some(409)
     }
@@ -87,6 +89,7 @@ impl OsError {
         matches!(self.status(), Some(401 | 403))
     }
 
+    /// How long the service asked to be left alone, for the requeue.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::Http { retry_after, .. } => *retry_after,

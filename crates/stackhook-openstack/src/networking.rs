@@ -9,17 +9,20 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::OsError;
-use super::session::Session;
+use crate::error::OsError;
+use crate::session::Session;
 
 const SERVICE: &[&str] = &["network"];
 
 /// A Neutron collection: `/v2.0/<plural>`, bodies keyed by `<singular>`.
 pub trait NeutronResource: DeserializeOwned + Send + 'static {
+    /// The key one resource is wrapped in, e.g. `security_group`.
     const SINGULAR: &'static str;
+    /// The collection's path segment, e.g. `security-groups`.
     const PLURAL: &'static str;
 }
 
+/// A Neutron network: the cluster's own, or an external one to route to.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Network {
     pub id: String,
@@ -33,12 +36,14 @@ pub struct Network {
     pub subnets: Vec<String>,
 }
 
+/// A range of a subnet that Neutron hands out addresses from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct AllocationPool {
     pub start: String,
     pub end: String,
 }
 
+/// A Neutron subnet.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Subnet {
     pub id: String,
@@ -57,6 +62,7 @@ pub struct Subnet {
     pub tags: Vec<String>,
 }
 
+/// An address of a port on a subnet.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct FixedIp {
     #[serde(default)]
@@ -65,6 +71,7 @@ pub struct FixedIp {
     pub ip_address: String,
 }
 
+/// A router's external gateway: the external network and its addresses there.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct GatewayInfo {
     #[serde(default)]
@@ -73,6 +80,7 @@ pub struct GatewayInfo {
     pub external_fixed_ips: Vec<FixedIp>,
 }
 
+/// A Neutron router.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Router {
     pub id: String,
@@ -84,6 +92,7 @@ pub struct Router {
     pub external_gateway_info: Option<GatewayInfo>,
 }
 
+/// An extra address a port may answer for (a VIP), beside its fixed IPs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct AddressPair {
     pub ip_address: String,
@@ -91,6 +100,7 @@ pub struct AddressPair {
     pub mac_address: Option<String>,
 }
 
+/// A Neutron port: a server's interface, a router interface or a reserved VIP.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Port {
     pub id: String,
@@ -113,6 +123,7 @@ pub struct Port {
     pub tags: Vec<String>,
 }
 
+/// A security group rule; `None` fields mean "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct SecurityGroupRule {
     pub id: String,
@@ -135,6 +146,7 @@ pub struct SecurityGroupRule {
     pub description: Option<String>,
 }
 
+/// A security group with its rules (Neutron embeds them).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct SecurityGroup {
     pub id: String,
@@ -146,6 +158,7 @@ pub struct SecurityGroup {
     pub security_group_rules: Vec<SecurityGroupRule>,
 }
 
+/// A floating IP: an external address, bound to a port or free.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct FloatingIp {
     pub id: String,
@@ -191,21 +204,25 @@ pub type Query<'a> = [(&'a str, String)];
 /// Neutron, one method per HTTP verb over the typed collections plus the
 /// calls that are not plain CRUD.
 pub trait Networking: Send + Sync {
+    /// `GET /v2.0/<plural>`; repeated keys are ORed, different keys ANDed.
     fn list<T: NeutronResource>(
         &self,
         query: &Query<'_>,
     ) -> impl Future<Output = Result<Vec<T>, OsError>> + Send;
+    /// One resource; a 404 means it is gone.
     fn get<T: NeutronResource>(&self, id: &str) -> impl Future<Output = Result<T, OsError>> + Send;
     /// `body` is the object without its `{singular: ...}` envelope.
     fn create<T: NeutronResource>(
         &self,
         body: Value,
     ) -> impl Future<Output = Result<T, OsError>> + Send;
+    /// `body` holds only the fields to change.
     fn update<T: NeutronResource>(
         &self,
         id: &str,
         body: Value,
     ) -> impl Future<Output = Result<T, OsError>> + Send;
+    /// 409 while the resource is in use (ports on a network, a group on a port).
     fn delete<T: NeutronResource>(
         &self,
         id: &str,
@@ -216,11 +233,13 @@ pub trait Networking: Send + Sync {
         id: &str,
         tag: &str,
     ) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// Connects the subnet to the router (a port on the subnet's gateway).
     fn add_router_interface(
         &self,
         router_id: &str,
         subnet_id: &str,
     ) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// Disconnects the subnet; a network cannot be deleted while connected.
     fn remove_router_interface(
         &self,
         router_id: &str,
@@ -268,6 +287,7 @@ pub struct Neutron {
 }
 
 impl Neutron {
+    /// A Neutron client on `session`, sharing its token with the other services.
     pub fn new(session: Arc<Session>) -> Self {
         Self { session }
     }
@@ -352,7 +372,7 @@ pub fn encode_segment(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openstack::session::unwrap_body;
+    use crate::session::unwrap_body;
 
     #[test]
     fn decodes_neutron_bodies() {

@@ -5,8 +5,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::error::OsError;
-use super::session::{catalog_url, Session, TokenProject};
+use crate::error::OsError;
+use crate::session::{catalog_url, Session, TokenProject};
 
 /// What the credentials resolve to.
 pub trait Identity: Send + Sync {
@@ -26,6 +26,7 @@ pub struct Keystone {
 }
 
 impl Keystone {
+    /// A Keystone client on `session`, sharing its token with the other services.
     pub fn new(session: Arc<Session>) -> Self {
         Self { session }
     }

@@ -1,0 +1,679 @@
+//! Fault tests of the cluster reconcile against the in-memory cloud of
+//! `fake.rs`: a failed or lost write anywhere in the flow, a lost status
+//! write, conflicts and busy load balancers. Each pass runs as the controller
+//! runs it: the status it keeps is the last one written (or the outcome's),
+//! a transient error means "again, later".
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use stackhook_openstack::OsError;
+
+use super::fake::{Calls, Effect, FakeCloud, Fault, Op};
+use super::{CloudSource, OpenStackClusterInfra, PlatformConfig};
+use crate::infra::api::cluster::{
+    ApiServerLoadBalancer, Bastion, ManagedSecurityGroups, SubnetSpec,
+};
+use crate::infra::api::extensions::{ClusterSpecExtensions, IngressVipSpec, LoadBalancersSpec};
+use crate::infra::api::machine::OpenStackMachineSpec;
+use crate::infra::api::names::{conditions as cond, ClusterNames, SecurityGroupRole};
+use crate::infra::api::types::{ApiEndpoint, ImageFilter, ImageParam};
+use crate::infra::api::{OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus};
+use crate::infra::seam::{
+    ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
+};
+
+impl CloudSource for Arc<FakeCloud> {
+    type Clients = FakeCloud;
+
+    fn clients_for(&self, _: &IdentitySecret) -> Result<Arc<FakeCloud>, OsError> {
+        Ok(self.clone())
+    }
+}
+
+const NAMESPACE: &str = "ns";
+const CLUSTER: &str = "c1";
+
+/// Everything the flow can create: managed network with router, the three
+/// security groups, a load balancer with two ports, the API floating IP,
+/// the ingress VIP and a bastion with its floating IP.
+fn full_spec() -> OpenStackClusterSpec {
+    OpenStackClusterSpec {
+        managed_subnets: vec![SubnetSpec {
+            cidr: "10.6.0.0/24".into(),
+            dns_nameservers: vec!["192.0.2.53".into()],
+            allocation_pools: vec![],
+        }],
+        managed_security_groups: Some(ManagedSecurityGroups::default()),
+        api_server_load_balancer: Some(ApiServerLoadBalancer {
+            additional_ports: vec![22623],
+            allowed_cidrs: vec!["192.0.2.0/24".into()],
+            ..Default::default()
+        }),
+        bastion: Some(Bastion {
+            spec: Some(OpenStackMachineSpec {
+                flavor: Some("m1.small".into()),
+                image: ImageParam {
+                    filter: Some(ImageFilter {
+                        name: Some("ubuntu".into()),
+                        tags: vec!["k8s".into()],
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        tags: vec!["team-a".into()],
+        extensions: Some(ClusterSpecExtensions {
+            load_balancers: Some(LoadBalancersSpec {
+                ingress: Some(IngressVipSpec {
+                    enabled: Some(true),
+                }),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Status writes in memory; the `fail_at`-th write of the whole run fails,
+/// as a crash between a create and its status write would.
+#[derive(Default)]
+struct Sink {
+    saved: Mutex<Option<OpenStackClusterStatus>>,
+    writes: Arc<AtomicUsize>,
+    fail_at: Option<usize>,
+}
+
+impl StatusSink for Sink {
+    async fn save(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.fail_at == Some(n) {
+            return Err(SinkError("injected: status write lost".into()));
+        }
+        *self.saved.lock().unwrap() = Some(status.clone());
+        Ok(())
+    }
+}
+
+/// How one pass ended.
+#[derive(Clone, Debug, PartialEq)]
+enum Step {
+    Requeue(Duration),
+    Converged,
+    Transient {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+    User(String),
+    SinkFailed,
+    Deleted,
+}
+
+struct Run {
+    cloud: Arc<FakeCloud>,
+    infra: OpenStackClusterInfra<Arc<FakeCloud>>,
+    osc: OpenStackCluster,
+    sink_writes: Arc<AtomicUsize>,
+    sink_fail_at: Option<usize>,
+}
+
+impl Run {
+    fn new(spec: OpenStackClusterSpec) -> Self {
+        let cloud = Arc::new(FakeCloud::new());
+        let mut osc = OpenStackCluster::new(CLUSTER, spec);
+        osc.metadata.namespace = Some(NAMESPACE.into());
+        Self {
+            infra: OpenStackClusterInfra::with_clouds(PlatformConfig::default(), cloud.clone()),
+            cloud,
+            osc,
+            sink_writes: Arc::default(),
+            sink_fail_at: None,
+        }
+    }
+
+    fn sink(&self) -> Sink {
+        Sink {
+            saved: Mutex::new(None),
+            writes: self.sink_writes.clone(),
+            fail_at: self.sink_fail_at,
+        }
+    }
+
+    fn scope(&self) -> ClusterScope {
+        ClusterScope {
+            namespace: NAMESPACE.into(),
+            cluster_name: CLUSTER.into(),
+            machines_remaining: 0,
+        }
+    }
+
+    fn identity() -> IdentitySecret {
+        IdentitySecret {
+            namespace: NAMESPACE.into(),
+            name: "creds".into(),
+            resource_version: "1".into(),
+            clouds_yaml: vec![],
+            cacert: None,
+            cloud_name: "fake".into(),
+            region: None,
+        }
+    }
+
+    fn status(&self) -> OpenStackClusterStatus {
+        self.osc.status.clone().unwrap_or_default()
+    }
+
+    /// One reconcile pass; the object keeps what the controller would.
+    async fn pass(&mut self) -> Step {
+        let sink = self.sink();
+        let result = self
+            .infra
+            .reconcile(&self.scope(), &self.osc, &Self::identity(), &sink)
+            .await;
+        let saved = sink.saved.lock().unwrap().take();
+        match result {
+            Ok(outcome) => {
+                self.osc.status = Some(outcome.status);
+                if let Some((host, port)) = outcome.control_plane_endpoint {
+                    self.osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
+                }
+                match outcome.requeue_after {
+                    Some(after) => Step::Requeue(after),
+                    None => Step::Converged,
+                }
+            }
+            Err(e) => {
+                if saved.is_some() {
+                    self.osc.status = saved;
+                }
+                step_of(e)
+            }
+        }
+    }
+
+    /// Passes until one converges or fails for the user; all their steps.
+    async fn converge(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for _ in 0..60 {
+            let step = self.pass().await;
+            let done = matches!(step, Step::Converged | Step::User(_));
+            steps.push(step);
+            if done {
+                return steps;
+            }
+        }
+        panic!("no convergence: {steps:?}");
+    }
+
+    /// Delete passes until done.
+    async fn delete(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for _ in 0..60 {
+            let sink = self.sink();
+            let step = match self
+                .infra
+                .delete(&self.scope(), &self.osc, &Self::identity(), &sink)
+                .await
+            {
+                Ok(DeleteProgress::Done) => Step::Deleted,
+                Ok(DeleteProgress::Requeue { after, .. }) => Step::Requeue(after),
+                Err(e) => step_of(e),
+            };
+            if let Some(s) = sink.saved.lock().unwrap().take() {
+                self.osc.status = Some(s);
+            }
+            let done = step == Step::Deleted;
+            steps.push(step);
+            if done {
+                return steps;
+            }
+        }
+        panic!("deletion did not finish: {steps:?}");
+    }
+}
+
+fn step_of(e: InfraError) -> Step {
+    match e {
+        InfraError::Transient {
+            reason,
+            retry_after,
+            ..
+        } => Step::Transient {
+            reason,
+            retry_after,
+        },
+        InfraError::User { reason, message } => {
+            eprintln!("user error: {reason}: {message}");
+            Step::User(reason)
+        }
+        InfraError::Sink(_) => Step::SinkFailed,
+    }
+}
+
+fn count(cloud: &FakeCloud, kind: &str, pred: impl Fn(&Value) -> bool) -> usize {
+    cloud.objects(kind).iter().filter(|o| pred(o)).count()
+}
+
+fn named(name: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |o| o["name"] == name
+}
+
+/// Exactly one of everything `full_spec` asks for, and a ready status that
+/// records each of them.
+fn assert_one_of_each(run: &Run, context: &str) {
+    let names = ClusterNames::new(NAMESPACE, CLUSTER);
+    let cloud = &run.cloud;
+    let net_name = names.network_name();
+    let one = |kind: &str, pred: &dyn Fn(&Value) -> bool, what: &str| {
+        let n = count(cloud, kind, pred);
+        assert_eq!(n, 1, "{context}: {n} {what}");
+    };
+    one("networks", &named(&net_name), "networks");
+    one("subnets", &named(&net_name), "subnets");
+    one("routers", &named(&net_name), "routers");
+    one(
+        "ports",
+        &|p| p["device_owner"] == "network:router_interface",
+        "router interfaces",
+    );
+    for role in [
+        SecurityGroupRole::ControlPlane,
+        SecurityGroupRole::Worker,
+        SecurityGroupRole::Bastion,
+    ] {
+        one(
+            "security-groups",
+            &named(&names.security_group_name(role)),
+            "security groups",
+        );
+    }
+    one(
+        "loadbalancers",
+        &named(&names.load_balancer_name()),
+        "load balancers",
+    );
+    assert_eq!(
+        count(cloud, "listeners", |_| true),
+        2,
+        "{context}: listeners"
+    );
+    assert_eq!(count(cloud, "pools", |_| true), 2, "{context}: pools");
+    assert_eq!(
+        count(cloud, "healthmonitors", |_| true),
+        2,
+        "{context}: health monitors"
+    );
+    assert_eq!(
+        count(cloud, "floatingips", |_| true),
+        2,
+        "{context}: floating IPs (API and bastion)"
+    );
+    one(
+        "ports",
+        &named(&names.ingress_vip_port_name()),
+        "ingress VIP ports",
+    );
+    one(
+        "ports",
+        &named(&format!("{}-0", names.bastion_name())),
+        "bastion ports",
+    );
+    one("servers", &named(&names.bastion_name()), "bastion servers");
+
+    let status = run.status();
+    assert!(status.ready, "{context}: not ready");
+    let lb = status.api_server_load_balancer.unwrap_or_default();
+    assert_eq!(
+        cloud.objects("loadbalancers")[0]["id"],
+        lb.id,
+        "{context}: status names another load balancer"
+    );
+    let bastion = status.bastion.unwrap_or_default();
+    assert_eq!(
+        bastion.id.as_deref(),
+        cloud.objects("servers")[0]["id"].as_str(),
+        "{context}: status names another bastion server"
+    );
+    assert!(
+        bastion.floating_ip.is_some(),
+        "{context}: bastion has no FIP"
+    );
+}
+
+/// After convergence a further pass changes nothing in the cloud.
+async fn assert_settled(run: &mut Run, context: &str) {
+    let before = run.cloud.writes();
+    assert_eq!(run.pass().await, Step::Converged, "{context}");
+    assert_eq!(
+        run.cloud.writes(),
+        before,
+        "{context}: a converged pass wrote"
+    );
+}
+
+/// Deletion finishes and leaves nothing the cluster created.
+async fn assert_deleted_cleanly(run: &mut Run, context: &str) {
+    run.delete().await;
+    assert_eq!(
+        run.cloud.leftovers(),
+        Vec::<String>::new(),
+        "{context}: left behind"
+    );
+}
+
+/// The steps that failed transiently. Every fault injected here is one a
+/// retry gets past, so a user error fails the test.
+fn transient_steps(steps: &[Step]) -> usize {
+    steps
+        .iter()
+        .filter(|s| {
+            assert!(
+                !matches!(s, Step::User(_)),
+                "a transient fault became a user error: {steps:?}"
+            );
+            matches!(s, Step::Transient { .. } | Step::SinkFailed)
+        })
+        .count()
+}
+
+async fn baseline() -> (usize, usize) {
+    let mut run = Run::new(full_spec());
+    let steps = run.converge().await;
+    assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+    assert_one_of_each(&run, "without faults");
+    let writes = run.cloud.writes();
+    let saves = run.sink_writes.load(Ordering::SeqCst);
+    assert_settled(&mut run, "without faults").await;
+    assert_deleted_cleanly(&mut run, "without faults").await;
+    (writes, saves)
+}
+
+#[tokio::test]
+async fn every_write_of_the_flow_may_fail_or_lose_its_answer() {
+    let (writes, _) = baseline().await;
+    assert!(writes > 30, "the flow made only {writes} writes");
+    for effect in [Effect::Status(503), Effect::Status(409), Effect::LoseAnswer] {
+        for n in 1..=writes {
+            let context = format!("{effect:?} on write {n}");
+            let mut run = Run::new(full_spec());
+            run.cloud.inject(Fault::nth(Calls::Writes, n, effect));
+            let steps = run.converge().await;
+            assert_eq!(run.cloud.fired(), 1, "{context}: fault did not fire");
+            assert_eq!(transient_steps(&steps), 1, "{context}: {steps:?}");
+            assert_one_of_each(&run, &context);
+            assert_settled(&mut run, &context).await;
+            assert_deleted_cleanly(&mut run, &context).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_lost_status_write_after_any_create_adopts_what_was_created() {
+    let (_, saves) = baseline().await;
+    assert!(saves > 10, "only {saves} status writes");
+    for n in 1..=saves {
+        let context = format!("status write {n} lost");
+        let mut run = Run::new(full_spec());
+        run.sink_fail_at = Some(n);
+        let steps = run.converge().await;
+        assert_eq!(transient_steps(&steps), 1, "{context}: {steps:?}");
+        assert!(steps.contains(&Step::SinkFailed), "{context}: {steps:?}");
+        assert_one_of_each(&run, &context);
+        assert_settled(&mut run, &context).await;
+        assert_deleted_cleanly(&mut run, &context).await;
+    }
+}
+
+#[tokio::test]
+async fn every_delete_may_conflict_or_lose_its_answer_and_nothing_leaks() {
+    let mut clean = Run::new(full_spec());
+    clean.converge().await;
+    let before = clean.cloud.writes();
+    clean.delete().await;
+    let deletes = clean.cloud.writes() - before;
+    assert!(deletes > 10, "deletion made only {deletes} writes");
+    for effect in [Effect::Status(409), Effect::Status(500), Effect::LoseAnswer] {
+        for n in 1..=deletes {
+            let context = format!("{effect:?} on deletion write {n}");
+            let mut run = Run::new(full_spec());
+            run.converge().await;
+            run.cloud.inject(Fault::nth(Calls::Writes, n, effect));
+            let steps = run.delete().await;
+            assert_eq!(run.cloud.fired(), 1, "{context}: fault did not fire");
+            assert!(
+                steps.iter().all(|s| !matches!(s, Step::User(_))),
+                "{context}: {steps:?}"
+            );
+            assert_eq!(run.cloud.leftovers(), Vec::<String>::new(), "{context}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_conflict_on_a_security_group_delete_is_retried_after_the_rest_is_gone() {
+    let mut run = Run::new(full_spec());
+    run.converge().await;
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Delete, "security-groups"),
+        1,
+        Effect::Status(409),
+    ));
+    let steps = run.delete().await;
+    let (done, rest) = steps.split_last().unwrap();
+    assert_eq!(*done, Step::Deleted);
+    assert_eq!(
+        rest.last(),
+        Some(&Step::Transient {
+            reason: "DeleteFailed".into(),
+            retry_after: None
+        }),
+        "{steps:?}"
+    );
+    // Before it: the waits for the bastion server and the load balancer.
+    assert!(rest[..rest.len() - 1]
+        .iter()
+        .all(|s| matches!(s, Step::Requeue(_))));
+    assert_eq!(run.cloud.leftovers(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_failed_delete_pass_keeps_its_progress() {
+    let mut run = Run::new(full_spec());
+    run.converge().await;
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Delete, "security-groups"),
+        2,
+        Effect::Status(409),
+    ));
+    let scope = run.scope();
+    let mut failed = false;
+    for _ in 0..10 {
+        let sink = run.sink();
+        match run
+            .infra
+            .delete(&scope, &run.osc, &Run::identity(), &sink)
+            .await
+        {
+            Err(InfraError::Transient { reason, .. }) => {
+                assert_eq!(reason, "DeleteFailed");
+                failed = true;
+                break;
+            }
+            Ok(DeleteProgress::Requeue { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(failed);
+    // The network side went before the security groups; one group is gone too.
+    for kind in [
+        "loadbalancers",
+        "floatingips",
+        "routers",
+        "networks",
+        "servers",
+    ] {
+        assert_eq!(run.cloud.created(kind), Vec::<Value>::new(), "{kind}");
+    }
+    assert_eq!(run.cloud.created("security-groups").len(), 2);
+    assert_eq!(run.delete().await, vec![Step::Deleted]);
+    assert_eq!(run.cloud.leftovers(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_lost_answer_to_the_load_balancer_create_adopts_it_by_name() {
+    let mut run = Run::new(full_spec());
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Create, "loadbalancers"),
+        1,
+        Effect::LoseAnswer,
+    ));
+    let steps = run.converge().await;
+    assert_eq!(
+        steps.iter().filter(|s| matches!(s, Step::Transient { reason, .. } if reason == "APIEndpointConfigFailed")).count(),
+        1,
+        "{steps:?}"
+    );
+    assert_eq!(run.cloud.fired(), 1);
+    assert_one_of_each(&run, "lost load balancer answer");
+}
+
+#[tokio::test]
+async fn a_lost_answer_to_the_bastion_server_create_boots_no_second_server() {
+    let mut run = Run::new(full_spec());
+    run.cloud.set_nova_busy_reads(2);
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Create, "servers"),
+        1,
+        Effect::LoseAnswer,
+    ));
+    let steps = run.converge().await;
+    assert!(
+        steps.contains(&Step::Transient {
+            reason: "BastionCreateFailed".into(),
+            retry_after: None
+        }),
+        "{steps:?}"
+    );
+    assert_one_of_each(&run, "lost server answer");
+}
+
+#[tokio::test]
+async fn a_busy_load_balancer_requeues_the_pass_and_is_never_written_to() {
+    let mut run = Run::new(full_spec());
+    run.cloud.set_octavia_busy_reads(2);
+    let steps = run.converge().await;
+    // A write to a PENDING_* load balancer would have been a 409, a transient step.
+    assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+    let (last, waiting) = steps.split_last().unwrap();
+    assert_eq!(*last, Step::Converged);
+    // Create, then a listener, pool and monitor per port: each change waits.
+    assert!(waiting.len() >= 7, "{steps:?}");
+    assert!(waiting
+        .iter()
+        .all(|s| *s == Step::Requeue(Duration::from_secs(2))));
+    assert_one_of_each(&run, "busy Octavia");
+}
+
+#[tokio::test]
+async fn while_octavia_works_the_cluster_is_not_ready_and_has_no_endpoint() {
+    let mut run = Run::new(full_spec());
+    run.cloud.set_octavia_busy_reads(3);
+    assert_eq!(run.pass().await, Step::Requeue(Duration::from_secs(2)));
+    let status = run.status();
+    assert!(!status.ready);
+    assert!(run.osc.spec.control_plane_endpoint.is_none());
+    let api = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == cond::API_ENDPOINT_READY)
+        .unwrap();
+    assert_eq!(api.status, "False");
+    assert_eq!(api.reason.as_deref(), Some("LoadBalancerPending"));
+    // The load balancer's ID is recorded before the first pass ends.
+    assert!(status
+        .api_server_load_balancer
+        .is_some_and(|lb| !lb.id.is_empty()));
+}
+
+#[tokio::test]
+async fn deletion_waits_for_a_busy_load_balancer_before_the_network() {
+    let mut run = Run::new(full_spec());
+    run.converge().await;
+    run.cloud.set_octavia_busy_reads(2);
+    let steps = run.delete().await;
+    // Deleting the network under the load balancer's VIP port would be a 409.
+    assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+    assert!(
+        steps
+            .iter()
+            .filter(|s| **s == Step::Requeue(Duration::from_secs(3)))
+            .count()
+            >= 2,
+        "{steps:?}"
+    );
+    assert_eq!(run.cloud.leftovers(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_bastion_still_building_does_not_hold_back_readiness() {
+    let mut run = Run::new(full_spec());
+    run.cloud.set_nova_busy_reads(15);
+    let mut ready_while_building = false;
+    for _ in 0..40 {
+        let step = run.pass().await;
+        let status = run.status();
+        let building = status.bastion.as_ref().and_then(|b| b.state.as_deref()) == Some("BUILD");
+        if status.ready && building {
+            ready_while_building = true;
+            assert_eq!(step, Step::Requeue(Duration::from_secs(5)));
+        }
+        if step == Step::Converged {
+            break;
+        }
+    }
+    assert!(ready_while_building);
+    assert_one_of_each(&run, "slow Nova");
+}
+
+#[tokio::test]
+async fn rejected_credentials_are_a_user_error_recorded_in_status() {
+    let mut run = Run::new(full_spec());
+    run.cloud
+        .inject(Fault::every(Calls::All, Effect::Status(401)));
+    assert_eq!(run.pass().await, Step::User("AuthenticationFailed".into()));
+    let status = run.status();
+    assert_eq!(
+        status.failure_reason.as_deref(),
+        Some("AuthenticationFailed")
+    );
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == cond::READY)
+        .unwrap();
+    assert_eq!(ready.status, "False");
+    assert_eq!(run.cloud.writes(), 0);
+}
+
+#[tokio::test]
+async fn a_rate_limit_hands_its_retry_after_to_the_controller() {
+    let mut run = Run::new(full_spec());
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::List, "networks"),
+        1,
+        Effect::RateLimited(Duration::from_secs(7)),
+    ));
+    assert_eq!(
+        run.pass().await,
+        Step::Transient {
+            reason: "ExternalNetworkNotFound".into(),
+            retry_after: Some(Duration::from_secs(7))
+        }
+    );
+    let steps = run.converge().await;
+    assert_eq!(steps.last(), Some(&Step::Converged));
+}
