@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use kube::api::{Patch, PatchParams};
 use kube::Api;
+use prometheus_client::metrics::counter::Counter;
 use serde_json::{Map, Value};
 
 use crate::infra::api::types::Condition;
@@ -99,6 +100,7 @@ pub struct PatchStatusSink {
     api: Api<OpenStackCluster>,
     name: String,
     last: Mutex<Value>,
+    writes: Option<Counter>,
 }
 
 impl PatchStatusSink {
@@ -115,7 +117,14 @@ impl PatchStatusSink {
             api,
             name: name.to_string(),
             last: Mutex::new(last),
+            writes: None,
         }
+    }
+
+    /// Counts every request this sink sends in `writes`.
+    pub fn counting(mut self, writes: Counter) -> PatchStatusSink {
+        self.writes = Some(writes);
+        self
     }
 
     /// The last status written (or read), for building the next one.
@@ -139,6 +148,9 @@ impl PatchStatusSink {
             .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&body))
             .await
             .map_err(|e| SinkError(e.to_string()))?;
+        if let Some(writes) = &self.writes {
+            writes.inc();
+        }
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
     }
