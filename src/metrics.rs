@@ -81,6 +81,9 @@ fn reconcile_histogram() -> Histogram {
 pub struct ControllerMetrics {
     pub reconciles: Family<ReconcileLabels, Counter>,
     pub duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    /// Requests that changed an object's status subresource; a converged
+    /// object makes none.
+    pub status_writes: Family<ControllerLabels, Counter>,
     /// 1 while this replica holds the lease (or runs without election).
     pub leader: Gauge,
 }
@@ -90,6 +93,7 @@ impl Default for ControllerMetrics {
         ControllerMetrics {
             reconciles: Family::default(),
             duration: Family::new_with_constructor(reconcile_histogram),
+            status_writes: Family::default(),
             leader: Gauge::default(),
         }
     }
@@ -108,6 +112,15 @@ impl ControllerMetrics {
                 controller: controller.to_string(),
             })
             .observe(seconds);
+    }
+
+    /// The status write counter of one controller (created at 0 on first use).
+    pub fn status_writes(&self, controller: &str) -> Counter {
+        self.status_writes
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_string(),
+            })
+            .clone()
     }
 }
 
@@ -166,6 +179,11 @@ impl Metrics {
             "controller_reconcile_duration_seconds",
             "Time one reconcile took, cloud calls included",
             controllers.duration.clone(),
+        );
+        registry.register(
+            "controller_status_writes",
+            "Status subresource writes by controller",
+            controllers.status_writes.clone(),
         );
         registry.register(
             "controller_leader",

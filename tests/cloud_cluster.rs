@@ -14,23 +14,22 @@ mod cloud;
 #[path = "support/infra.rs"]
 mod infra;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra::{runtime, unique, MemSink};
+use infra::{expect_none, expect_one_each, inventory, runtime, unique, MemSink};
 use stackhook::infra::api::cluster::{
     ApiServerLoadBalancer, ManagedSecurityGroups, RuleDirection, SecurityGroupRuleSpec, SubnetSpec,
 };
 use stackhook::infra::api::extensions::{
     ClusterSpecExtensions, IngressVipSpec, LoadBalancersSpec, NetworkingSpec,
 };
-use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
+use stackhook::infra::api::names::ClusterNames;
 use stackhook::infra::api::types::{ApiEndpoint, OpenStackIdentityReference};
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
-use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra, PlatformConfig};
+use stackhook::infra::cluster::{OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::conditions::is_true as is_condition_true;
 use stackhook::infra::seam::{ClusterInfra, ClusterScope, IdentitySecret, InfraError};
 use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
@@ -108,78 +107,6 @@ async fn converge(
 /// An independent client for checks (own session, own counters).
 fn checker(clouds_yaml: &[u8]) -> Clients {
     infra::checker(clouds_yaml, cloud::MEMBER)
-}
-
-/// Resources of the cluster by kind: tagged with its owner tag, plus load
-/// balancers and FIPs found by name/description.
-async fn inventory(c: &Clients, names: &ClusterNames) -> BTreeMap<&'static str, usize> {
-    let tag = [("tags", owner_tag(names))];
-    let n = &c.network;
-    let mut m = BTreeMap::new();
-    m.insert(
-        "networks",
-        n.list::<net::Network>(&tag).await.unwrap().len(),
-    );
-    m.insert("subnets", n.list::<net::Subnet>(&tag).await.unwrap().len());
-    m.insert("routers", n.list::<net::Router>(&tag).await.unwrap().len());
-    m.insert("ports", n.list::<net::Port>(&tag).await.unwrap().len());
-    m.insert(
-        "security_groups",
-        n.list::<net::SecurityGroup>(&tag).await.unwrap().len(),
-    );
-    let fips = n
-        .list::<net::FloatingIp>(&[("description", format!("{} kubeapi", names.description()))])
-        .await
-        .unwrap();
-    m.insert("floating_ips", fips.len());
-    let lbs: Vec<lb::LoadBalancer> = c
-        .load_balancer
-        .list(&[("name", names.load_balancer_name())])
-        .await
-        .unwrap();
-    m.insert("load_balancers", lbs.len());
-    // Named resources too, in case a tag never got added.
-    let named: Vec<net::Network> = n.list(&[("name", names.network_name())]).await.unwrap();
-    m.insert("networks_by_name", named.len());
-    let sgs: Vec<net::SecurityGroup> = n
-        .list(&[
-            (
-                "name",
-                names.security_group_name(SecurityGroupRole::ControlPlane),
-            ),
-            ("name", names.security_group_name(SecurityGroupRole::Worker)),
-        ])
-        .await
-        .unwrap();
-    m.insert("security_groups_by_name", sgs.len());
-    m
-}
-
-fn expect_one_each(inv: &BTreeMap<&'static str, usize>) {
-    let expected: BTreeMap<&str, usize> = [
-        ("networks", 1),
-        ("subnets", 1),
-        ("routers", 1),
-        // the ingress VIP port
-        ("ports", 1),
-        ("security_groups", 2),
-        ("floating_ips", 1),
-        ("load_balancers", 1),
-        ("networks_by_name", 1),
-        ("security_groups_by_name", 2),
-    ]
-    .into_iter()
-    .collect();
-    assert_eq!(
-        inv.iter()
-            .map(|(k, v)| (*k, *v))
-            .collect::<BTreeMap<_, _>>(),
-        expected
-    );
-}
-
-fn expect_none(inv: &BTreeMap<&'static str, usize>) {
-    assert!(inv.values().all(|v| *v == 0), "left behind: {inv:?}");
 }
 
 fn bench(phase: &str, passes: usize, c: CallCounts) {

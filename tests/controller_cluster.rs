@@ -427,6 +427,8 @@ async fn converging_pass_writes_status_endpoint_and_results() {
         outcome_count(&f.metrics, stackhook::metrics::ReconcileOutcome::success),
         1
     );
+    // The two status PATCHes above; the spec PATCH is not a status write.
+    assert_eq!(f.metrics.status_writes("openstackcluster").get(), 2);
     drop(f.ctx);
     f.server.expect_no_more().await;
 }

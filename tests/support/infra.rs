@@ -3,16 +3,20 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
 use stackhook::infra::api::types::ApiEndpoint;
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus};
-use stackhook::infra::cluster::OpenStackClusterInfra;
+use stackhook::infra::cluster::{owner_tag, OpenStackClusterInfra};
 use stackhook::infra::seam::{
     ClusterInfra, ClusterScope, DeleteProgress, IdentitySecret, InfraError, SinkError, StatusSink,
 };
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::{Clients, CloudConfig};
 
 /// Status writes kept in memory; optionally every pass's first write fails,
@@ -154,4 +158,76 @@ pub async fn delete(
         }
     }
     panic!("deletion did not finish");
+}
+
+/// Resources of the cluster by kind: tagged with its owner tag, plus load
+/// balancers and FIPs found by name/description.
+pub async fn inventory(c: &Clients, names: &ClusterNames) -> BTreeMap<&'static str, usize> {
+    let tag = [("tags", owner_tag(names))];
+    let n = &c.network;
+    let mut m = BTreeMap::new();
+    m.insert(
+        "networks",
+        n.list::<net::Network>(&tag).await.unwrap().len(),
+    );
+    m.insert("subnets", n.list::<net::Subnet>(&tag).await.unwrap().len());
+    m.insert("routers", n.list::<net::Router>(&tag).await.unwrap().len());
+    m.insert("ports", n.list::<net::Port>(&tag).await.unwrap().len());
+    m.insert(
+        "security_groups",
+        n.list::<net::SecurityGroup>(&tag).await.unwrap().len(),
+    );
+    let fips = n
+        .list::<net::FloatingIp>(&[("description", format!("{} kubeapi", names.description()))])
+        .await
+        .unwrap();
+    m.insert("floating_ips", fips.len());
+    let lbs: Vec<lb::LoadBalancer> = c
+        .load_balancer
+        .list(&[("name", names.load_balancer_name())])
+        .await
+        .unwrap();
+    m.insert("load_balancers", lbs.len());
+    // Named resources too, in case a tag never got added.
+    let named: Vec<net::Network> = n.list(&[("name", names.network_name())]).await.unwrap();
+    m.insert("networks_by_name", named.len());
+    let sgs: Vec<net::SecurityGroup> = n
+        .list(&[
+            (
+                "name",
+                names.security_group_name(SecurityGroupRole::ControlPlane),
+            ),
+            ("name", names.security_group_name(SecurityGroupRole::Worker)),
+        ])
+        .await
+        .unwrap();
+    m.insert("security_groups_by_name", sgs.len());
+    m
+}
+
+pub fn expect_one_each(inv: &BTreeMap<&'static str, usize>) {
+    let expected: BTreeMap<&str, usize> = [
+        ("networks", 1),
+        ("subnets", 1),
+        ("routers", 1),
+        // the ingress VIP port
+        ("ports", 1),
+        ("security_groups", 2),
+        ("floating_ips", 1),
+        ("load_balancers", 1),
+        ("networks_by_name", 1),
+        ("security_groups_by_name", 2),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        inv.iter()
+            .map(|(k, v)| (*k, *v))
+            .collect::<BTreeMap<_, _>>(),
+        expected
+    );
+}
+
+pub fn expect_none(inv: &BTreeMap<&'static str, usize>) {
+    assert!(inv.values().all(|v| *v == 0), "left behind: {inv:?}");
 }

@@ -1,0 +1,286 @@
+//! A real Kubernetes API server for the end-to-end tests, and Cluster API's CRDs.
+//!
+//! Both come from the project's `shared/kube` folder beside the repository
+//! (`STACKHOOK_KUBE_DIR`, default `<repo>/../shared/kube`): its `up DIR` starts
+//! kube-apiserver with etcd on loopback and prints a kubeconfig path, `down DIR` stops
+//! them, and `crds/cluster-api-<version>/` holds CAPI's own CRDs of that release.
+//!
+//! - `STACKHOOK_E2E_KUBECONFIG=path`: use that cluster (kind, k3d, or an API server
+//!   `.ci/run` started); CAPI's CRDs still come from the folder.
+//! - unset: start an API server of our own in a temporary state dir, stopped on drop.
+//! - no folder: [`api_server`] says why the tests cannot run.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use serde_json::{json, Value};
+
+/// Env var naming the kubeconfig of the cluster to test against.
+pub const ENV_KUBECONFIG: &str = "STACKHOOK_E2E_KUBECONFIG";
+/// Env var naming the folder with `up`, `down` and `crds/`.
+pub const ENV_KUBE_DIR: &str = "STACKHOOK_KUBE_DIR";
+/// Field manager of everything the tests apply.
+pub const MANAGER: &str = "stackhook-e2e";
+
+/// `STACKHOOK_KUBE_DIR`, else `<repo>/../shared/kube`.
+pub fn kube_dir() -> PathBuf {
+    match std::env::var_os(ENV_KUBE_DIR) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/kube"),
+    }
+}
+
+/// The API server the tests use; an own one is stopped when this is dropped.
+pub struct ApiServer {
+    pub kubeconfig: PathBuf,
+    /// Where CAPI's CRDs are.
+    pub kube_dir: PathBuf,
+    /// The state dir of an API server started here.
+    own: Option<tempfile::TempDir>,
+}
+
+impl ApiServer {
+    pub fn started_here(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// CAPI's CRDs of one release, e.g. `cluster-api-v1.10.10`.
+    pub fn capi_crds(&self, release: &str) -> Vec<Value> {
+        let dir = self.kube_dir.join("crds").join(release);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("dir entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "no CRDs in {}", dir.display());
+        files
+            .iter()
+            .flat_map(|p| {
+                let text = std::fs::read_to_string(p).expect("CRD file");
+                yaml_documents(&text)
+            })
+            .collect()
+    }
+
+    pub async fn client(&self) -> Client {
+        let kc = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", self.kubeconfig.display()));
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("kubeconfig");
+        Client::try_from(config).expect("client")
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        if let Some(state) = &self.own {
+            let _ = Command::new("bash")
+                .arg(self.kube_dir.join("down"))
+                .arg(state.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// The API server to test against, or why there is none (for a one-line skip).
+/// Panics when `STACKHOOK_E2E_KUBECONFIG` is set but CAPI's CRDs are missing, or
+/// when starting an API server fails.
+pub fn api_server() -> Result<ApiServer, String> {
+    let kube_dir = kube_dir();
+    let given = std::env::var_os(ENV_KUBECONFIG)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+    if !kube_dir.join("crds").is_dir() {
+        let why = format!(
+            "{} does not exist (set {ENV_KUBE_DIR} to the folder with `up` and Cluster API's CRDs)",
+            kube_dir.display()
+        );
+        if given.is_some() {
+            panic!("{ENV_KUBECONFIG} is set, but {why}");
+        }
+        return Err(why);
+    }
+    let kube_dir = kube_dir.canonicalize().expect("kube dir");
+    if let Some(kubeconfig) = given {
+        assert!(
+            kubeconfig.is_file(),
+            "{ENV_KUBECONFIG}={} is not a file",
+            kubeconfig.display()
+        );
+        return Ok(ApiServer {
+            kubeconfig,
+            kube_dir,
+            own: None,
+        });
+    }
+    let state = tempfile::Builder::new()
+        .prefix("stackhook-e2e-kube-")
+        .tempdir()
+        .expect("state dir");
+    let out = Command::new("bash")
+        .arg(kube_dir.join("up"))
+        .arg(state.path())
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("running up");
+    // Stops what `up` started even when it failed half-way.
+    let mut server = ApiServer {
+        kubeconfig: PathBuf::new(),
+        kube_dir,
+        own: Some(state),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "up failed ({}): {stdout}", out.status);
+    server.kubeconfig = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    assert!(
+        server.kubeconfig.is_file(),
+        "up printed no kubeconfig: {stdout}"
+    );
+    Ok(server)
+}
+
+/// The non-empty documents of a multi-document YAML text, as JSON.
+pub fn yaml_documents(text: &str) -> Vec<Value> {
+    let docs: Vec<Value> = serde_saphyr::from_str_multiple(text).expect("YAML documents");
+    docs.into_iter().filter(|v| !v.is_null()).collect()
+}
+
+/// Server-side applies CRDs (taking over fields other managers own) and waits
+/// until each is Established.
+pub async fn apply_crds(client: &Client, crds: &[Value]) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(MANAGER).force();
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().expect("CRD name");
+        // A later CAPI's CRD left by an earlier run stores a version the older one
+        // lacks, which the server refuses to drop: start that CRD afresh.
+        let versions: Vec<&str> = crd["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        let stored = api
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading CRD {name}: {e}"))
+            .and_then(|c| c.status)
+            .and_then(|s| s.stored_versions)
+            .unwrap_or_default();
+        if stored.iter().any(|v| !versions.contains(&v.as_str())) {
+            eprintln!(
+                "deleting CRD {name}: it stores {stored:?}, the one to apply has {versions:?}"
+            );
+            api.delete(name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("deleting CRD {name}: {e}"));
+            wait_for(&format!("CRD {name} to go"), async || {
+                matches!(api.get_opt(name).await, Ok(None))
+            })
+            .await;
+        }
+        api.patch(name, &params, &Patch::Apply(crd))
+            .await
+            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+    }
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().expect("CRD name");
+        wait_for(&format!("CRD {name} to be established"), async || {
+            api.get(name).await.ok().is_some_and(|c| {
+                c.status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            })
+        })
+        .await;
+    }
+}
+
+/// Waits (up to 60 s) until the API server prefers `version` of `group`.
+pub async fn wait_for_preferred_version(client: &Client, group: &str, version: &str) {
+    wait_for(&format!("{group} to prefer {version}"), async || {
+        client.list_api_groups().await.ok().is_some_and(|groups| {
+            groups.groups.iter().any(|g| {
+                g.name == group
+                    && g.preferred_version
+                        .as_ref()
+                        .is_some_and(|v| v.version == version)
+            })
+        })
+    })
+    .await;
+}
+
+/// A new namespace `<prefix>-<pid>-<n>`; each test works in its own, since
+/// without a controller-manager a deleted namespace is never emptied.
+pub async fn namespace(client: &Client, prefix: &str) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    let name = format!(
+        "{prefix}-{}-{:x}{}",
+        std::process::id(),
+        nanos & 0xfff,
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let api: Api<Namespace> = Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": {"stackhook-e2e": "true"}}}),
+        )
+        .expect("namespace"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    name
+}
+
+/// Deletes a namespace (it may stay Terminating where no controller-manager runs).
+pub async fn delete_namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if let Err(e) = api.delete(name, &DeleteParams::default()).await {
+        eprintln!("deleting namespace {name}: {e}");
+    }
+}
+
+/// Polls `check` every 200 ms for up to 60 s.
+pub async fn wait_for<F>(what: &str, check: F)
+where
+    F: AsyncFnMut() -> bool,
+{
+    wait_up_to(Duration::from_secs(60), what, check).await;
+}
+
+/// Polls `check` every 200 ms for up to `limit`; panics after that.
+pub async fn wait_up_to<F>(limit: Duration, what: &str, mut check: F)
+where
+    F: AsyncFnMut() -> bool,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
