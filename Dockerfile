@@ -15,10 +15,12 @@ WORKDIR /src
 ENV CARGO_TERM_COLOR=never \
     CARGO_INCREMENTAL=0
 
-# Dependencies first: with only the manifests and placeholder sources, this layer is
-# rebuilt only when Cargo.toml or Cargo.lock change, not on every source edit.
+# Dependencies first: with only the manifests, the workspace's library crates and
+# placeholder sources, this layer is rebuilt only when Cargo.toml, Cargo.lock or
+# crates/ change, not on every edit of the server's own sources.
 # benches/floor.rs must exist because Cargo.toml declares that bench target.
 COPY Cargo.toml Cargo.lock ./
+COPY crates crates
 RUN mkdir -p src benches \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
