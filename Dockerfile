@@ -18,13 +18,15 @@ ENV CARGO_TERM_COLOR=never \
 # Dependencies first: with only the manifests, the workspace's library crates and
 # placeholder sources, this layer is rebuilt only when Cargo.toml, Cargo.lock or
 # crates/ change, not on every edit of the server's own sources.
-# benches/floor.rs must exist because Cargo.toml declares that bench target.
+# benches/floor.rs and benches/engine.rs must exist because Cargo.toml declares those
+# bench targets.
 COPY Cargo.toml Cargo.lock ./
 COPY crates crates
 RUN mkdir -p src benches \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
  && echo 'fn main() {}' > benches/floor.rs \
+ && echo 'fn main() {}' > benches/engine.rs \
  && cargo fetch --locked \
  && cargo build --release --locked --bin stackhook \
  && rm -rf src benches
