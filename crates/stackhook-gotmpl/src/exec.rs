@@ -1,7 +1,9 @@
 //! Executor: walks the parse tree over a [`V`] data value, as Go's `text/template` does.
 
-use super::funcs::{self, P};
+use super::func::P;
+use super::funcs;
 use super::parse::{Arg, ArgKind, Branch, Cmd, Node, NumLit, Pipe, Tree};
+use super::semver;
 use super::value::V;
 use super::{MAX_OPS, MAX_OUTPUT, MAX_TEMPLATE_DEPTH};
 
@@ -411,7 +413,7 @@ impl<'t> State<'t> {
                             margs.push(v.clone());
                         }
                     }
-                    funcs::semver_method(s, f, margs).map_err(|m| self.at(node, m))?
+                    semver::semver_method(s, f, margs).map_err(|m| self.at(node, m))?
                 }
                 other => {
                     return Err(self.at(

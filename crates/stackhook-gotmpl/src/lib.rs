@@ -73,11 +73,15 @@
 //! [`Template::render_value`] parses the output as YAML 1.1 (see [`yaml11`]); an
 //! empty or whitespace-only output is `null`.
 
+mod builtins;
 mod exec;
+mod func;
 mod funcs;
 mod gofmt;
 mod lex;
+mod neturl;
 mod parse;
+mod semver;
 mod sprig;
 mod value;
 pub mod yaml11;
