@@ -74,6 +74,7 @@
 //! empty or whitespace-only output is `null`.
 
 mod builtins;
+mod encoding;
 mod exec;
 mod func;
 mod funcs;

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use base64::Engine as _;
 use sha2::Digest as _;
 
+use super::encoding;
 use super::func::{Register, P};
 use super::gofmt::go_quote;
 use super::neturl::{escape, unescape};
@@ -1090,26 +1090,19 @@ pub fn register(add: &mut Register) {
     add("toStrings", &[Any], None, |a| {
         Ok(V::str_list(strslice(&a[0])))
     });
-    add("b64enc", &[S], None, |a| {
-        st(base64::engine::general_purpose::STANDARD.encode(s(&a[0]).as_bytes()))
+    add("b64enc", &[S], None, |a| st(encoding::b64enc(&s(&a[0]))));
+    add("b64dec", &[S], None, |a| {
+        st(match encoding::b64dec(&s(&a[0]))? {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => e,
+        })
     });
-    add(
-        "b64dec",
-        &[S],
-        None,
-        |a| match base64::engine::general_purpose::STANDARD.decode(s(&a[0]).as_bytes()) {
-            Ok(b) => st(String::from_utf8_lossy(&b).into_owned()),
-            Err(e) => st(format!("illegal base64 data: {e}")),
-        },
-    );
-    add("b32enc", &[S], None, |a| {
-        st(data_encoding::BASE32.encode(s(&a[0]).as_bytes()))
-    });
+    add("b32enc", &[S], None, |a| st(encoding::b32enc(&s(&a[0]))));
     add("b32dec", &[S], None, |a| {
-        match data_encoding::BASE32.decode(s(&a[0]).as_bytes()) {
-            Ok(b) => st(String::from_utf8_lossy(&b).into_owned()),
-            Err(e) => st(format!("illegal base32 data: {e}")),
-        }
+        st(match encoding::b32dec(&s(&a[0]))? {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => e,
+        })
     });
 
     // Defaults and flow.
