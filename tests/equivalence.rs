@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 use server::{client, post_json, Proto, Server, API, PREFIX};
-use stackhook::engine::template::Template;
+use stackhook::engine::template;
 use stackhook::engine::{EngineHandlers, PackEngine, PatchEngine};
 use stackhook::render::{self, Inputs, Templates};
 use stackhook::sdk::common::CommonResponse;
@@ -345,28 +345,20 @@ fn objects_follow_capi_naming_labels_and_patches() {
 #[test]
 fn enabled_if_switches_follow_the_template_engine() {
     // The fixtures' enabledIf templates, evaluated directly: on only for `true`.
-    let lb = Template::parse("{{ .apiServerLoadBalancerEnabled }}").unwrap();
-    assert!(lb
-        .render_enabled(&json!({"apiServerLoadBalancerEnabled": true}))
-        .unwrap());
-    assert!(!lb
-        .render_enabled(&json!({"apiServerLoadBalancerEnabled": false}))
-        .unwrap());
-    assert!(!lb
-        .render_enabled(&json!({"apiServerLoadBalancerEnabled": "false"}))
-        .unwrap());
-    assert!(!lb
-        .render_enabled(&json!({"apiServerLoadBalancerEnabled": 1}))
-        .unwrap());
+    let on =
+        |src: &str, data: Value| template::enabled(&template::parse(src).unwrap(), &data).unwrap();
+    let lb = "{{ .apiServerLoadBalancerEnabled }}";
+    assert!(on(lb, json!({"apiServerLoadBalancerEnabled": true})));
+    assert!(!on(lb, json!({"apiServerLoadBalancerEnabled": false})));
+    assert!(!on(lb, json!({"apiServerLoadBalancerEnabled": "false"})));
+    assert!(!on(lb, json!({"apiServerLoadBalancerEnabled": 1})));
     // A missing key prints `<no value>`: not true.
-    assert!(!lb.render_enabled(&json!({})).unwrap());
-    let ssh = Template::parse("{{ if .sshKeyName }}true{{ end }}").unwrap();
-    assert!(ssh.render_enabled(&json!({"sshKeyName": "ops"})).unwrap());
-    assert!(!ssh.render_enabled(&json!({"sshKeyName": ""})).unwrap());
-    let no_lb = Template::parse("{{ not .apiServerLoadBalancerEnabled }}").unwrap();
-    assert!(no_lb
-        .render_enabled(&json!({"apiServerLoadBalancerEnabled": false}))
-        .unwrap());
+    assert!(!on(lb, json!({})));
+    let ssh = "{{ if .sshKeyName }}true{{ end }}";
+    assert!(on(ssh, json!({"sshKeyName": "ops"})));
+    assert!(!on(ssh, json!({"sshKeyName": ""})));
+    let no_lb = "{{ not .apiServerLoadBalancerEnabled }}";
+    assert!(on(no_lb, json!({"apiServerLoadBalancerEnabled": false})));
 
     // And through a render: load balancer off, no SSH key, zones given.
     let cluster = cluster_yaml()

@@ -4,7 +4,6 @@
 #[path = "support/server.rs"]
 mod server;
 
-use base64::Engine as _;
 use serde_json::{json, Value};
 use server::{client, post_json, Proto, Server, API, PREFIX};
 
@@ -39,8 +38,8 @@ fn items() -> Value {
 
 fn decode_patch(item: &Value) -> Value {
     assert_eq!(item["patchType"], "JSONPatch", "{item}");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(item["patch"].as_str().unwrap())
+    let bytes = data_encoding::BASE64
+        .decode(item["patch"].as_str().unwrap().as_bytes())
         .unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stackhook::engine::template::Template;
+use stackhook_gotmpl::Template;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(src) = std::str::from_utf8(data) else { return };
@@ -12,8 +12,8 @@ fuzz_target!(|data: &[u8]| {
         "list": [1, "a", null], "map": {"k": "v", "n": {"x": 1}},
         "builtin": {"cluster": {"name": "c"}},
     });
-    if let Ok(t) = Template::parse(src) {
+    if let Ok(t) = Template::parse("tpl", src) {
+        let _ = t.render(&vars);
         let _ = t.render_value(&vars);
-        let _ = t.render_enabled(&vars);
     }
 });

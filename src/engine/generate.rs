@@ -210,8 +210,7 @@ fn item_ops(
         }
         let scope = &*scope.get_or_insert_with(|| Scope::new(pack, globals, item));
         if let Some(cond) = &patch.enabled_if {
-            let on = cond
-                .render_enabled(scope.all())
+            let on = super::template::enabled(cond, scope.all())
                 .map_err(|e| fail(index, " enabledIf".into(), e.to_string()))?;
             if !on {
                 continue;

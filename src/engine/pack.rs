@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::schema::{self, CompiledSchema};
-use super::template::Template;
+use super::template::{self, Template};
 use super::yaml;
 use crate::sdk::topology::VariableMetadata;
 
@@ -446,7 +446,7 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
                         "must be at most 256 characters",
                     );
                 }
-                match Template::parse(src) {
+                match template::parse(src) {
                     Ok(t) => Some(Arc::new(t)),
                     Err(e) => {
                         p.add(
@@ -648,7 +648,7 @@ fn check_json_patch(
                     }
                     value = Some(PatchValue::Variable(var));
                 }
-                (None, Some(t)) => match Template::parse(&t) {
+                (None, Some(t)) => match template::parse(&t) {
                     Ok(t) => value = Some(PatchValue::Template(Arc::new(t))),
                     Err(e) => p.add(
                         format!("{place}.valueFrom.template"),

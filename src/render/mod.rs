@@ -137,7 +137,7 @@ impl Templates {
 /// The documents of a YAML stream, as JSON values, read as kubectl reads them (YAML 1.1
 /// scalars: `yes` is `true`, `010` is 8); empty documents are skipped.
 pub fn yaml_documents(text: &str) -> Result<Vec<Value>, String> {
-    crate::engine::template::yaml11::yaml_stream_to_json(text)
+    stackhook_gotmpl::yaml11::stream_to_json(text).map_err(|e| e.to_string())
 }
 
 /// What one render reads.

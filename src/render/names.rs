@@ -55,7 +55,7 @@ pub fn from_template(
     if let Some(md) = machine_deployment {
         data["machineDeployment"] = serde_json::json!({"topologyName": md});
     }
-    let t = crate::engine::template::Template::parse(template)
+    let t = crate::engine::template::parse(template)
         .map_err(|e| format!("parsing template {template:?}: {e}"))?;
     let name = t
         .render(&data)

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -60,14 +59,14 @@ pub struct Base64Bytes(pub Vec<u8>);
 
 impl Serialize for Base64Bytes {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+        s.serialize_str(&data_encoding::BASE64.encode(&self.0))
     }
 }
 
 impl<'de> Deserialize<'de> for Base64Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        base64::engine::general_purpose::STANDARD
+        data_encoding::BASE64
             .decode(s.as_bytes())
             .map(Base64Bytes)
             .map_err(serde::de::Error::custom)
@@ -86,4 +85,24 @@ pub struct Patch {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpgradeStep {
     pub version: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_bytes_are_standard_padded_base64() {
+        let b = Base64Bytes(b"[{\"op\":1}]\xff".to_vec());
+        let wire = serde_json::to_value(&b).unwrap();
+        assert_eq!(wire, "W3sib3AiOjF9Xf8=");
+        assert_eq!(serde_json::from_value::<Base64Bytes>(wire).unwrap(), b);
+        // Unpadded, URL-safe or non-canonical text is refused.
+        for bad in ["W3sib3AiOjF9Xf8", "W3sib3AiOjF9Xf-=", "W3sib3AiOjF9Xf9="] {
+            assert!(
+                serde_json::from_value::<Base64Bytes>(bad.into()).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }

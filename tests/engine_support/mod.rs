@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use serde_json::{json, Value};
 use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::sdk::topology::GeneratePatchesRequest;
@@ -81,8 +80,8 @@ pub fn patches(resp: &Value) -> BTreeMap<String, Value> {
     for it in resp["items"].as_array().cloned().unwrap_or_default() {
         assert_eq!(it["patchType"], "JSONPatch");
         let b64 = it["patch"].as_str().expect("patch is a string");
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64)
+        let bytes = data_encoding::BASE64
+            .decode(b64.as_bytes())
             .expect("standard padded base64");
         let patch: Value = serde_json::from_slice(&bytes).expect("patch is JSON");
         assert!(patch.is_array());

@@ -13,7 +13,7 @@ fn data() -> Value {
 }
 
 fn r(src: &str) -> String {
-    match Template::parse(src) {
+    match Template::parse("tpl", src) {
         Ok(t) => match t.render(&data()) {
             Ok(s) => s,
             Err(e) => panic!("render {src:?}: {e}"),
@@ -23,7 +23,7 @@ fn r(src: &str) -> String {
 }
 
 fn r_err(src: &str) -> String {
-    match Template::parse(src) {
+    match Template::parse("tpl", src) {
         Ok(t) => match t.render(&data()) {
             Ok(s) => panic!("{src:?} rendered {s:?}, wanted an error"),
             Err(e) => e.to_string(),
@@ -33,7 +33,7 @@ fn r_err(src: &str) -> String {
 }
 
 fn v(src: &str) -> Value {
-    match Template::parse(src).and_then(|t| t.render_value(&data())) {
+    match Template::parse("tpl", src).and_then(|t| t.render_value(&data())) {
         Ok(v) => v,
         Err(e) => panic!("{src:?}: {e}"),
     }
@@ -62,7 +62,7 @@ fn float_printing() {
     assert_eq!(r("{{ .n }}"), "3");
     assert_eq!(r("{{ .big }}"), "1e+06");
     assert_eq!(r("{{ .half }}"), "1.5");
-    let t = Template::parse("{{ .a }} {{ .b }} {{ .c }} {{ .d }} {{ .e }}")
+    let t = Template::parse("tpl", "{{ .a }} {{ .b }} {{ .c }} {{ .d }} {{ .e }}")
         .unwrap_or_else(|e| panic!("{e}"));
     let out = t
         .render(&json!({"a": 1e21, "b": 0.0001, "c": 0.00001, "d": 100000000000000000000.0, "e": 123456}))
@@ -343,28 +343,9 @@ fn render_value_yaml11() {
     assert_eq!(v("- {{ .s }}\n- {{ .t }}"), json!(["hello", true]));
     assert_eq!(v("{{ .builtin.cluster.name }}-x"), json!("c1-x"));
     assert!(matches!(
-        Template::parse("a: [").and_then(|t| t.render_value(&data())),
-        Err(TemplateError::Yaml(_))
+        Template::parse("tpl", "a: [").and_then(|t| t.render_value(&data())),
+        Err(Error::Yaml(_))
     ));
-}
-
-#[test]
-fn render_enabled_matches_capi() {
-    let e = |src: &str| {
-        Template::parse(src)
-            .and_then(|t| t.render_enabled(&data()))
-            .unwrap_or_else(|err| panic!("{src}: {err}"))
-    };
-    assert!(e("true"));
-    assert!(e("True"));
-    assert!(e(" true "));
-    assert!(e("{{ .t }}"));
-    assert!(e("yes"));
-    assert!(!e("false"));
-    assert!(!e("1"));
-    assert!(!e("\"true\""));
-    assert!(!e("{{ .missing }}"));
-    assert!(!e(""));
 }
 
 #[test]
@@ -399,6 +380,6 @@ fn limits_do_not_hang_or_panic() {
         "{{ substr 5 1 \"abc\" }}",
         "{{ substr 0 2 \"é\" }}",
     ] {
-        let _ = Template::parse(src).map(|t| t.render(&data()));
+        let _ = Template::parse("tpl", src).map(|t| t.render(&data()));
     }
 }

@@ -1,9 +1,11 @@
 //! Executor: walks the parse tree over a [`V`] data value, as Go's `text/template` does.
 
-use super::funcs::{self, P};
+use super::func::P;
+use super::funcs;
 use super::parse::{Arg, ArgKind, Branch, Cmd, Node, NumLit, Pipe, Tree};
+use super::semver;
 use super::value::V;
-use super::{MAIN_NAME, MAX_OPS, MAX_OUTPUT, MAX_TEMPLATE_DEPTH};
+use super::{MAX_OPS, MAX_OUTPUT, MAX_TEMPLATE_DEPTH};
 
 pub struct ExecError {
     pub pos: usize,
@@ -22,6 +24,8 @@ enum Flow {
 
 pub struct State<'t> {
     tree: &'t Tree,
+    /// The name the template was parsed under: `{{template}}` of it runs the root.
+    main: &'t str,
     vars: Vec<(String, V)>,
     pub out: String,
     ops: u64,
@@ -38,14 +42,15 @@ fn err(pos: usize, at: Option<(usize, usize)>, msg: impl Into<String>) -> ExecEr
 }
 
 impl<'t> State<'t> {
-    pub fn new(tree: &'t Tree, data: V) -> Self {
+    pub fn new(tree: &'t Tree, main: &'t str, data: V) -> Self {
         State {
             tree,
+            main,
             vars: vec![("$".into(), data)],
             out: String::new(),
             ops: 0,
             depth: 0,
-            name: MAIN_NAME.into(),
+            name: main.into(),
         }
     }
 
@@ -136,7 +141,7 @@ impl<'t> State<'t> {
             Node::Continue => return Ok(Flow::Continue),
             Node::Template { pos, name, pipe } => {
                 let tree = self.tree;
-                let body = if name == MAIN_NAME {
+                let body = if name == self.main {
                     &tree.root
                 } else {
                     match tree.defines.get(name) {
@@ -408,7 +413,7 @@ impl<'t> State<'t> {
                             margs.push(v.clone());
                         }
                     }
-                    funcs::semver_method(s, f, margs).map_err(|m| self.at(node, m))?
+                    semver::semver_method(s, f, margs).map_err(|m| self.at(node, m))?
                 }
                 other => {
                     return Err(self.at(

@@ -207,6 +207,14 @@ fn write_v(out: &mut String, v: &V, depth: usize) {
     }
 }
 
+/// Sprig's `strval`: strings as is, everything else through `%v`.
+pub fn strval(v: &V) -> String {
+    match v {
+        V::Str(s) => s.to_string(),
+        other => other.go_string(),
+    }
+}
+
 /// Split a finite non-negative float into its shortest decimal digits and the
 /// decimal exponent of the first digit (`d.ddd × 10^exp`).
 fn shortest_digits(f: f64) -> (String, i32) {

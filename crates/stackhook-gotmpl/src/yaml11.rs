@@ -283,15 +283,24 @@ enum KeyState {
     Merge,
 }
 
-/// Parse the first YAML document of `text` into JSON.
-pub fn yaml_to_json(text: &str) -> Result<Value, String> {
-    Ok(read(text, false)?.into_iter().next().unwrap_or(Value::Null))
+/// Why a text is not YAML, or not YAML that converts to JSON.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("{0}")]
+pub struct YamlError(String);
+
+/// The first YAML document of `text` as JSON, as `yaml.Unmarshal` reads it.
+pub fn to_json(text: &str) -> Result<Value, YamlError> {
+    Ok(read(text, false)
+        .map_err(YamlError)?
+        .into_iter()
+        .next()
+        .unwrap_or(Value::Null))
 }
 
 /// Every non-empty document of a `---`-separated stream, as kubectl reads a manifest
 /// file (`sigs.k8s.io/yaml`, so `enabled: yes` is `true` there and here).
-pub fn yaml_stream_to_json(text: &str) -> Result<Vec<Value>, String> {
-    read(text, true)
+pub fn stream_to_json(text: &str) -> Result<Vec<Value>, YamlError> {
+    read(text, true).map_err(YamlError)
 }
 
 fn read(text: &str, all: bool) -> Result<Vec<Value>, String> {
@@ -475,7 +484,7 @@ mod tests {
     use serde_json::json;
 
     fn y(s: &str) -> Value {
-        match yaml_to_json(s) {
+        match to_json(s) {
             Ok(v) => v,
             Err(e) => panic!("{s:?}: {e}"),
         }
@@ -483,7 +492,7 @@ mod tests {
 
     #[test]
     fn streams_keep_every_document_with_its_own_anchors() {
-        let docs = yaml_stream_to_json(
+        let docs = stream_to_json(
             "a: &x yes\nb: *x\n---\n# only a comment\n---\nc: [on, '010', 010]\n...\n---\n- 1.20\n",
         )
         .unwrap();
@@ -496,8 +505,8 @@ mod tests {
             ]
         );
         // An anchor does not reach into the next document.
-        assert!(yaml_stream_to_json("a: &x 1\n---\nb: *x\n").is_err());
-        assert_eq!(yaml_to_json("a: 1\n---\nb: 2\n").unwrap(), json!({"a": 1}));
+        assert!(stream_to_json("a: &x 1\n---\nb: *x\n").is_err());
+        assert_eq!(to_json("a: 1\n---\nb: 2\n").unwrap(), json!({"a": 1}));
     }
 
     #[test]
@@ -559,8 +568,8 @@ mod tests {
 
     #[test]
     fn yaml11_errors() {
-        assert!(yaml_to_json(".inf").is_err());
-        assert!(yaml_to_json("a: [1, 2").is_err());
-        assert!(yaml_to_json("~: 1").is_err());
+        assert!(to_json(".inf").is_err());
+        assert!(to_json("a: [1, 2").is_err());
+        assert!(to_json("~: 1").is_err());
     }
 }

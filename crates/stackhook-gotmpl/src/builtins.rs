@@ -1,109 +1,54 @@
-//! The function table: Go's builtins overlaid with sprig's hermetic text functions.
+//! Go's builtin template functions (`and`, `or`, `len`, `index`, `print…`, the
+//! comparisons, the escapers and `call`).
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
+use super::func::{Register, P};
 use super::gofmt;
-use super::sprig;
-use super::value::{SemverVal, V};
-
-/// A parameter type, for Go's argument conversions and type checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum P {
-    /// `interface{}`
-    Any,
-    /// `reflect.Value` (builtins): any value, including a missing one.
-    Val,
-    Str,
-    Int,
-    Float,
-    Bool,
-    /// `map[string]interface{}`
-    Map,
-}
-
-impl P {
-    pub fn go_name(self) -> &'static str {
-        match self {
-            P::Any => "interface {}",
-            P::Val => "reflect.Value",
-            P::Str => "string",
-            P::Int => "int",
-            P::Float => "float64",
-            P::Bool => "bool",
-            P::Map => "map[string]interface {}",
-        }
-    }
-}
-
-pub type Impl = fn(Vec<V>) -> Result<V, String>;
-
-pub struct Func {
-    pub fixed: &'static [P],
-    pub variadic: Option<P>,
-    pub f: Impl,
-}
+use super::neturl::query_escape;
+use super::value::{strval, Elem, V};
 
 use P::{Any, Str as S, Val};
 
-fn table() -> &'static HashMap<&'static str, Func> {
-    static T: OnceLock<HashMap<&'static str, Func>> = OnceLock::new();
-    T.get_or_init(|| {
-        let mut t: HashMap<&'static str, Func> = HashMap::new();
-        let mut add = |name: &'static str, fixed: &'static [P], variadic: Option<P>, f: Impl| {
-            t.insert(name, Func { fixed, variadic, f });
-        };
-        // Go builtins ("and"/"or" are handled by the executor).
-        add("and", &[Val], Some(Val), |_| Ok(V::Missing));
-        add("or", &[Val], Some(Val), |_| Ok(V::Missing));
-        add("not", &[Val], None, |a| Ok(V::Bool(!a[0].truth())));
-        add("len", &[Val], None, builtin_len);
-        add("index", &[Val], Some(Val), builtin_index);
-        add("print", &[], Some(Any), |a| Ok(V::str(gofmt::sprint(&a))));
-        add("println", &[], Some(Any), |a| {
-            Ok(V::str(gofmt::sprintln(&a)))
-        });
-        add("printf", &[S], Some(Any), |a| {
-            Ok(V::str(gofmt::sprintf(&sprig::s(&a[0]), &a[1..])))
-        });
-        add("eq", &[Val], Some(Val), builtin_eq);
-        add("ne", &[Val, Val], None, |a| {
-            builtin_eq(a).map(|v| V::Bool(!v.truth()))
-        });
-        add("lt", &[Val, Val], None, |a| {
-            cmp(&a[0], &a[1]).map(|o| V::Bool(o.is_lt()))
-        });
-        add("le", &[Val, Val], None, |a| le(&a[0], &a[1]).map(V::Bool));
-        add("gt", &[Val, Val], None, |a| {
-            le(&a[0], &a[1]).map(|b| V::Bool(!b))
-        });
-        add("ge", &[Val, Val], None, |a| {
-            cmp(&a[0], &a[1]).map(|o| V::Bool(!o.is_lt()))
-        });
-        add("html", &[], Some(Any), |a| {
-            Ok(V::str(html_escape(&eval_args(&a))))
-        });
-        add("js", &[], Some(Any), |a| {
-            Ok(V::str(js_escape(&eval_args(&a))))
-        });
-        add("urlquery", &[], Some(Any), |a| {
-            Ok(V::str(sprig::query_escape(&eval_args(&a))))
-        });
-        add("call", &[Val], Some(Val), |a| {
-            Err(format!("non-function of type {}", a[0].type_name()))
-        });
-        sprig::register(&mut add);
-        t
-    })
-}
-
-/// Whether a function name is defined (for the parser).
-pub fn exists(name: &str) -> bool {
-    table().contains_key(name)
-}
-
-pub fn lookup(name: &str) -> Option<&'static Func> {
-    table().get(name)
+/// Register the builtins with their Go signatures.
+pub fn register(add: &mut Register) {
+    // Go builtins ("and"/"or" are handled by the executor).
+    add("and", &[Val], Some(Val), |_| Ok(V::Missing));
+    add("or", &[Val], Some(Val), |_| Ok(V::Missing));
+    add("not", &[Val], None, |a| Ok(V::Bool(!a[0].truth())));
+    add("len", &[Val], None, builtin_len);
+    add("index", &[Val], Some(Val), builtin_index);
+    add("print", &[], Some(Any), |a| Ok(V::str(gofmt::sprint(&a))));
+    add("println", &[], Some(Any), |a| {
+        Ok(V::str(gofmt::sprintln(&a)))
+    });
+    add("printf", &[S], Some(Any), |a| {
+        Ok(V::str(gofmt::sprintf(&strval(&a[0]), &a[1..])))
+    });
+    add("eq", &[Val], Some(Val), builtin_eq);
+    add("ne", &[Val, Val], None, |a| {
+        builtin_eq(a).map(|v| V::Bool(!v.truth()))
+    });
+    add("lt", &[Val, Val], None, |a| {
+        cmp(&a[0], &a[1]).map(|o| V::Bool(o.is_lt()))
+    });
+    add("le", &[Val, Val], None, |a| le(&a[0], &a[1]).map(V::Bool));
+    add("gt", &[Val, Val], None, |a| {
+        le(&a[0], &a[1]).map(|b| V::Bool(!b))
+    });
+    add("ge", &[Val, Val], None, |a| {
+        cmp(&a[0], &a[1]).map(|o| V::Bool(!o.is_lt()))
+    });
+    add("html", &[], Some(Any), |a| {
+        Ok(V::str(html_escape(&eval_args(&a))))
+    });
+    add("js", &[], Some(Any), |a| {
+        Ok(V::str(js_escape(&eval_args(&a))))
+    });
+    add("urlquery", &[], Some(Any), |a| {
+        Ok(V::str(query_escape(&eval_args(&a))))
+    });
+    add("call", &[Val], Some(Val), |a| {
+        Err(format!("non-function of type {}", a[0].type_name()))
+    });
 }
 
 fn eval_args(a: &[V]) -> String {
@@ -191,7 +136,7 @@ fn builtin_index(a: Vec<V>) -> Result<V, String> {
                     let got = m.try_borrow().ok().and_then(|m| m.get(&**k).cloned());
                     match got {
                         Some(v) => v,
-                        None if *elem == super::value::Elem::Str => V::str(""),
+                        None if *elem == Elem::Str => V::str(""),
                         None => V::Nil,
                     }
                 }
@@ -292,45 +237,4 @@ fn le(a: &V, b: &V) -> Result<bool, String> {
         return Ok(true);
     }
     eq1(a, b)
-}
-
-/// Methods of sprig's `*semver.Version`.
-pub fn semver_method(s: &SemverVal, name: &str, args: Vec<V>) -> Result<V, String> {
-    let no_args = |v: V| {
-        if args.is_empty() {
-            Ok(v)
-        } else {
-            Err(format!(
-                "wrong number of args for {name}: want 0 got {}",
-                args.len()
-            ))
-        }
-    };
-    match name {
-        "Major" => no_args(V::Int64(s.major as i64)),
-        "Minor" => no_args(V::Int64(s.minor as i64)),
-        "Patch" => no_args(V::Int64(s.patch as i64)),
-        "Prerelease" => no_args(V::str(s.pre.as_str())),
-        "Metadata" => no_args(V::str(s.meta.as_str())),
-        "Original" => no_args(V::str(s.original.as_str())),
-        "String" => no_args(V::str(s.canonical())),
-        "Compare" | "LessThan" | "GreaterThan" | "Equal" => {
-            let [V::Semver(o)] = args.as_slice() else {
-                return Err(format!(
-                    "wrong number of args for {name}: want 1 got {}",
-                    args.len()
-                ));
-            };
-            let c = sprig::semver_cmp(s, o);
-            Ok(match name {
-                "Compare" => V::Int(c as i64),
-                "LessThan" => V::Bool(c < 0),
-                "GreaterThan" => V::Bool(c > 0),
-                _ => V::Bool(c == 0),
-            })
-        }
-        _ => Err(format!(
-            "can't evaluate field {name} in type *semver.Version"
-        )),
-    }
 }

@@ -1,14 +1,12 @@
-//! Go `text/template` + sprig, as CAPI evaluates ClusterClass inline patches
-//! (`valueFrom.template` and `enabledIf`).
+//! Go's `text/template` with sprig's hermetic functions, run on JSON data as Go runs
+//! it on JSON decoded into `interface{}` (so **every number is a float64**), and the
+//! output read as YAML 1.1 into JSON, as `sigs.k8s.io/yaml` (go-yaml v2) reads it.
 //!
-//! CAPI parses the template with `template.New("tpl").Funcs(sprig.HermeticTxtFuncMap())`,
-//! executes it on the JSON-decoded variables (so **every number is a float64**), and
-//! reads the output with `sigs.k8s.io/yaml` (go-yaml v2, YAML 1.1) into JSON. This
-//! module reproduces that chain.
-//!
-//! No crate fitted: `gtmpl` has its own value model (integers stay integers, no
-//! `<no value>` vs `<nil>` distinction, no Go argument type checks) and no sprig,
-//! so the lexer, parser, executor, `fmt` and sprig functions are written here.
+//! Templates written for a Go program have to mean the same here, down to Go's error
+//! texts and `fmt` formatting. No crate fitted: `gtmpl` has its own value model
+//! (integers stay integers, no `<no value>` vs `<nil>` distinction, no Go argument
+//! type checks) and no sprig, so the lexer, parser, executor, `fmt` and sprig
+//! functions are written here.
 //!
 //! # Language
 //!
@@ -52,13 +50,13 @@
 //! .Compare …`) and `semverCompare` with Masterminds constraint syntax.
 //! URLs: `urlParse urlJoin`.
 //!
-//! Not provided: the non-hermetic functions CAPI removes (dates, `now`, random
+//! Not provided: the functions `HermeticTxtFuncMap` removes (dates, `now`, random
 //! strings, `uuidv4`, `env`, `expandenv`, `getHostByName`), and the random or
-//! key-generating ones the hermetic map still has (`randInt`, `shuffle`,
-//! `genPrivateKey`, certificate and `bcrypt`/`htpasswd`/`derivePassword`/AES
-//! functions, `toDate`/`duration`/`ago`). Using one is a parse error, as an
-//! undefined function is in Go. `snakecase`/`kebabcase` split on case changes
-//! and `_ - space` only (xstrings' digit rules are not reproduced).
+//! key-generating ones it still has (`randInt`, `shuffle`, `genPrivateKey`,
+//! certificate and `bcrypt`/`htpasswd`/`derivePassword`/AES functions,
+//! `toDate`/`duration`/`ago`). Using one is a parse error, as an undefined function
+//! is in Go. `snakecase`/`kebabcase` split on case changes and `_ - space` only
+//! (xstrings' digit rules are not reproduced).
 //!
 //! # Limits
 //!
@@ -73,16 +71,18 @@
 //! # Output
 //!
 //! [`Template::render_value`] parses the output as YAML 1.1 (see [`yaml11`]); an
-//! empty or whitespace-only output is `null`. [`Template::render_enabled`] is true
-//! only when that value is exactly JSON `true` (CAPI compares the JSON bytes to
-//! `true`), so `True`, `yes`, `on` and ` true ` enable, while `"true"`, `1` and
-//! `false` do not.
+//! empty or whitespace-only output is `null`.
 
+mod builtins;
+mod encoding;
 mod exec;
+mod func;
 mod funcs;
 mod gofmt;
 mod lex;
+mod neturl;
 mod parse;
+mod semver;
 mod sprig;
 mod value;
 pub mod yaml11;
@@ -91,8 +91,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-/// The name CAPI gives every template.
-pub const MAIN_NAME: &str = "tpl";
+pub use yaml11::YamlError;
+
 /// Evaluation steps (commands, text nodes, loop iterations) per render.
 pub const MAX_OPS: u64 = 1_000_000;
 /// Bytes of rendered output.
@@ -106,21 +106,23 @@ pub const MAX_NESTING: usize = 100;
 /// Nested `{{template}}` calls.
 pub const MAX_TEMPLATE_DEPTH: usize = 100;
 
-/// A parsed template. `Send + Sync` so packs can be shared between requests.
+/// A parsed template. `Send + Sync` so one parse can serve many renders at once.
 #[derive(Debug, Clone)]
 pub struct Template {
+    name: Arc<str>,
     src: Arc<str>,
     tree: Arc<parse::Tree>,
 }
 
+/// Why a template did not parse, render or read as YAML; the texts are Go's.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum TemplateError {
+pub enum Error {
     #[error("template: {0}")]
     Parse(String),
     #[error("template: {0}")]
     Exec(String),
     #[error("template output is not valid YAML: {0}")]
-    Yaml(String),
+    Yaml(YamlError),
 }
 
 /// 1-based line and 0-based byte column of `pos`, as Go's template errors show them.
@@ -136,20 +138,23 @@ fn line_col(src: &str, pos: usize) -> (usize, usize) {
 }
 
 impl Template {
-    pub fn parse(src: &str) -> Result<Template, TemplateError> {
+    /// Parse `src` as Go's `template.New(name).Funcs(sprig).Parse(src)` does; `name`
+    /// appears in error messages and is what `{{template name}}` calls.
+    pub fn parse(name: &str, src: &str) -> Result<Template, Error> {
         let tree = parse::parse(src, &funcs::exists).map_err(|e| {
             let (line, _) = line_col(src, e.pos);
-            TemplateError::Parse(format!("{MAIN_NAME}:{line}: {}", e.msg))
+            Error::Parse(format!("{name}:{line}: {}", e.msg))
         })?;
         Ok(Template {
+            name: name.into(),
             src: src.into(),
             tree: Arc::new(tree),
         })
     }
 
     /// Execute the template on `data` (a JSON value, seen as Go sees decoded JSON).
-    pub fn render(&self, data: &Value) -> Result<String, TemplateError> {
-        let mut st = exec::State::new(&self.tree, value::V::from_json(data));
+    pub fn render(&self, data: &Value) -> Result<String, Error> {
+        let mut st = exec::State::new(&self.tree, &self.name, value::V::from_json(data));
         match st.run() {
             Ok(()) => Ok(st.out),
             Err(e) => {
@@ -159,26 +164,21 @@ impl Template {
                     e.at.and_then(|(a, b)| self.src.get(a..b))
                         .map(|t| format!(" at <{t}>"))
                         .unwrap_or_default();
-                Err(TemplateError::Exec(format!(
-                    "{MAIN_NAME}:{line}:{col}: executing {name:?}{at}: {}",
-                    e.msg
+                Err(Error::Exec(format!(
+                    "{}:{line}:{col}: executing {name:?}{at}: {}",
+                    self.name, e.msg
                 )))
             }
         }
     }
 
     /// Render, then read the output as YAML 1.1 into JSON as `sigs.k8s.io/yaml` does.
-    pub fn render_value(&self, data: &Value) -> Result<Value, TemplateError> {
+    pub fn render_value(&self, data: &Value) -> Result<Value, Error> {
         let text = self.render(data)?;
         if text.trim().is_empty() {
             return Ok(Value::Null);
         }
-        yaml11::yaml_to_json(&text).map_err(TemplateError::Yaml)
-    }
-
-    /// CAPI's `enabledIf`: enabled only if the rendered value is JSON `true`.
-    pub fn render_enabled(&self, data: &Value) -> Result<bool, TemplateError> {
-        Ok(self.render_value(data)? == Value::Bool(true))
+        yaml11::to_json(&text).map_err(Error::Yaml)
     }
 }
 
