@@ -64,6 +64,26 @@ pub struct ServeArgs {
     /// Time allowed for in-flight requests after SIGTERM.
     #[arg(long, default_value_t = 25)]
     pub shutdown_timeout_seconds: u64,
+    /// An HTTP/1.1 client must send a request's whole header within this many seconds
+    /// (a client trickling bytes would otherwise hold its connection forever).
+    #[arg(
+        long,
+        env = "STACKHOOK_HEADER_READ_TIMEOUT_SECONDS",
+        default_value_t = 10
+    )]
+    pub header_read_timeout_seconds: u64,
+    /// Streams one HTTP/2 connection may have open at once. CAPI's runtime client sends
+    /// up to its topology concurrency (10 by default) per connection.
+    #[arg(
+        long,
+        env = "STACKHOOK_HTTP2_MAX_CONCURRENT_STREAMS",
+        default_value_t = 100
+    )]
+    pub http2_max_concurrent_streams: u32,
+    /// HTTP/2 keep-alive ping interval; a connection whose peer does not answer a ping
+    /// within the same time is closed. 0 turns pings off.
+    #[arg(long, env = "STACKHOOK_HTTP2_KEEP_ALIVE_SECONDS", default_value_t = 30)]
+    pub http2_keep_alive_seconds: u64,
     /// Directory of extension packs to serve instead of the embedded ones.
     #[arg(long, env = "STACKHOOK_EXTENSIONS")]
     pub extensions: Option<PathBuf>,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -43,6 +43,33 @@ pub struct HookServer {
     router: Router,
     /// Watched for rotation when the certificate came from files.
     reload: Option<(CertFiles, Arc<ReloadingResolver>, Duration)>,
+    limits: ConnLimits,
+}
+
+/// Per-connection limits set on hyper's builder.
+#[derive(Clone, Copy, Debug)]
+struct ConnLimits {
+    header_read: Duration,
+    max_streams: u32,
+    keep_alive: Option<Duration>,
+}
+
+impl ConnLimits {
+    fn builder(&self) -> Builder<TokioExecutor> {
+        let mut b = Builder::new(TokioExecutor::new());
+        // Without a timer hyper enforces no header-read timeout at all.
+        b.http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_read);
+        b.http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(self.max_streams)
+            .keep_alive_interval(self.keep_alive);
+        if let Some(every) = self.keep_alive {
+            b.http2().keep_alive_timeout(every);
+        }
+        b
+    }
 }
 
 impl HookServer {
@@ -91,6 +118,12 @@ impl HookServer {
                     Duration::from_secs(args.tls_reload_interval_seconds),
                 )
             }),
+            limits: ConnLimits {
+                header_read: Duration::from_secs(args.header_read_timeout_seconds.max(1)),
+                max_streams: args.http2_max_concurrent_streams.max(1),
+                keep_alive: (args.http2_keep_alive_seconds > 0)
+                    .then(|| Duration::from_secs(args.http2_keep_alive_seconds)),
+            },
         })
     }
 
@@ -125,6 +158,7 @@ impl HookServer {
                     let acceptor = self.acceptor.clone();
                     let service = TowerToHyperService::new(self.router.clone());
                     let watcher = graceful.watcher();
+                    let builder = self.limits.builder();
                     tokio::spawn(async move {
                         let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                             Ok(Ok(tls)) => tls,
@@ -137,7 +171,6 @@ impl HookServer {
                                 return;
                             }
                         };
-                        let builder = Builder::new(TokioExecutor::new());
                         let conn = builder.serve_connection(TokioIo::new(tls), service);
                         if let Err(e) = watcher.watch(conn.into_owned()).await {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");

@@ -259,25 +259,77 @@ pub fn write_self_signed(
     dir: &Path,
     s: &SelfSigned,
 ) -> Result<(PathBuf, PathBuf, PathBuf), TlsError> {
-    let w = |name: &str, content: &str| -> Result<PathBuf, TlsError> {
-        let path = dir.join(name);
-        std::fs::write(&path, content).map_err(|source| TlsError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        Ok(path)
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TlsError::Write { path, source }
     };
-    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let ca = w("ca.crt", &s.ca_pem)?;
-    let cert = w("tls.crt", &s.cert_pem)?;
-    let key = w("tls.key", &s.key_pem)?;
+    std::fs::create_dir_all(dir).map_err(err(dir))?;
+    let ca = write_file(dir, "ca.crt", s.ca_pem.as_bytes(), 0o644).map_err(err(dir))?;
+    let cert = write_file(dir, "tls.crt", s.cert_pem.as_bytes(), 0o644).map_err(err(dir))?;
+    // The key is created 0600 in a temporary file and renamed into place, so it is
+    // never readable by others, not even between the write and a chmod.
+    let key = write_file(dir, "tls.key", s.key_pem.as_bytes(), 0o600).map_err(err(dir))?;
+    Ok((ca, cert, key))
+}
+
+/// Writes `dir/name` whole: a new file with `mode` beside it, then a rename.
+fn write_file(dir: &Path, name: &str, content: &[u8], mode: u32) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600));
+        use std::os::unix::fs::OpenOptionsExt;
+        open.mode(mode);
     }
-    Ok((ca, cert, key))
+    #[cfg(not(unix))]
+    let _ = mode;
+    let _ = std::fs::remove_file(&tmp);
+    let result = open.open(&tmp).and_then(|mut f| {
+        f.write_all(content)?;
+        f.sync_all()
+    });
+    match result.and_then(|()| std::fs::rename(&tmp, &path)) {
+        Ok(()) => Ok(path),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn the_key_is_written_owner_only_and_replaces_an_open_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // A key left world-readable by someone else: rewriting must not keep its mode.
+        let stale = dir.path().join("tls.key");
+        std::fs::write(&stale, "old").expect("write");
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let ss = self_signed(&[]).expect("self-signed");
+        let (ca, cert, key) = write_self_signed(dir.path(), &ss).expect("written");
+        assert_eq!(mode(&key), 0o600);
+        assert_eq!(std::fs::read_to_string(&key).expect("key"), ss.key_pem);
+        assert_eq!(std::fs::read_to_string(&ca).expect("ca"), ss.ca_pem);
+        assert_eq!(std::fs::read_to_string(&cert).expect("cert"), ss.cert_pem);
+        // Nothing but the three files is left behind.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["ca.crt", "tls.crt", "tls.key"]);
+    }
 }
