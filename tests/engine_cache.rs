@@ -162,3 +162,72 @@ fn items_in_another_order_hit_the_cache() {
     assert_eq!(got, plain.generate_patches(HANDLER, &req));
     assert!(!got.items.is_empty());
 }
+
+/// Go decodes `null` into an empty slice or map, so a Go client may send `null` for an
+/// empty list: every decoding path (the cache's body reading and both full decoders)
+/// reads it as the field left out, so the answer never depends on the cache.
+#[test]
+fn null_lists_and_maps_read_as_empty_whatever_the_cache() {
+    let cached = PackEngine::embedded().unwrap().with_patch_cache(64);
+    let plain = PackEngine::embedded().unwrap().with_patch_cache(0);
+    let mut base = body();
+    // The fields as omitted: the reference answer.
+    let mut omitted = base.clone();
+    omitted.as_object_mut().unwrap().remove("settings");
+    for item in omitted["items"].as_array_mut().unwrap() {
+        item.as_object_mut().unwrap().remove("variables");
+    }
+    let reference = serde_json::to_value(
+        plain
+            .answer_generate_patches(HANDLER, &serde_json::to_vec(&omitted).unwrap())
+            .unwrap()
+            .response,
+    )
+    .unwrap();
+    assert_eq!(reference["status"], "Success");
+    // Same request with `null` in their place, and once with the top-level variables
+    // null too (then the builtin variables are gone, so the answer differs but must
+    // still agree between the paths).
+    base["settings"] = Value::Null;
+    for item in base["items"].as_array_mut().unwrap() {
+        item["variables"] = Value::Null;
+    }
+    let mut no_vars = base.clone();
+    no_vars["variables"] = Value::Null;
+    for (name, v, want) in [
+        ("item variables and settings null", &base, Some(&reference)),
+        ("all variables null", &no_vars, None),
+    ] {
+        let bytes = serde_json::to_vec(v).unwrap();
+        let a = serde_json::to_value(
+            cached
+                .answer_generate_patches(HANDLER, &bytes)
+                .unwrap()
+                .response,
+        )
+        .unwrap();
+        let b = serde_json::to_value(
+            plain
+                .answer_generate_patches(HANDLER, &bytes)
+                .unwrap()
+                .response,
+        )
+        .unwrap();
+        // Resent with the same bytes: now from the cache, if it stored the answer.
+        let c = serde_json::to_value(
+            cached
+                .answer_generate_patches(HANDLER, &bytes)
+                .unwrap()
+                .response,
+        )
+        .unwrap();
+        assert_eq!(a, b, "{name}: cache on and off disagree");
+        assert_eq!(a, c, "{name}: the remembered answer differs");
+        if let Some(want) = want {
+            assert_eq!(&a, want, "{name}: null reads differently from omitted");
+        }
+        // The typed decoder of the generic path agrees as well.
+        let req: GeneratePatchesRequest = serde_json::from_slice(&bytes).unwrap();
+        assert!(req.settings.is_empty() && req.items.iter().all(|i| i.variables.is_empty()));
+    }
+}

@@ -53,6 +53,16 @@ pub enum PatchType {
     JSONMergePatch,
 }
 
+/// Go decodes JSON `null` into a nil slice or map, so a Go client may send `null` for
+/// an empty list or map; read it as empty, like an omitted field, on every decoding path.
+pub fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// Patch bytes travel as standard, padded base64 (Go `[]byte`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Base64Bytes(pub Vec<u8>);

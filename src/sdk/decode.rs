@@ -88,9 +88,9 @@ pub fn decode_generate_patches(
         api_version: Option<String>,
         #[serde(default)]
         kind: Option<String>,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "super::common::null_as_default")]
         settings: Settings,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "super::common::null_as_default")]
         variables: Vec<Variable>,
         items: Vec<GeneratePatchesRequestItem>,
     }

@@ -24,16 +24,20 @@ pub struct GeneratePatchesRequestItem {
     pub uid: String,
     pub holder_reference: HolderReference,
     pub object: Value,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::common::null_as_default")]
     pub variables: Vec<Variable>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GeneratePatchesRequest {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "super::common::null_as_default"
+    )]
     pub settings: Settings,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::common::null_as_default")]
     pub variables: Vec<Variable>,
     pub items: Vec<GeneratePatchesRequestItem>,
 }
