@@ -31,8 +31,21 @@ pub fn router(app: Arc<App>, max_body: usize) -> Router {
     Router::new()
         .route(&format!("{PREFIX}/{{hook}}"), post(singleton))
         .route(&format!("{PREFIX}/{{hook}}/{{name}}"), post(named))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
+        .fallback(fallback)
         .with_state(state)
+}
+
+async fn fallback(State(s): State<HookState>, body: Body) -> Response {
+    not_found(body, s.max_body, "not found\n").await
+}
+
+/// A 404 sent while the request body is still arriving ends an HTTP/2 stream with a
+/// reset that clients such as curl report as an error instead of the answer. The body
+/// is read first, up to the body limit and for at most a few seconds, then dropped.
+async fn not_found(body: Body, max_body: usize, text: &'static str) -> Response {
+    let drain = Limited::new(body, max_body).collect();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), drain).await;
+    (StatusCode::NOT_FOUND, text).into_response()
 }
 
 async fn singleton(State(s): State<HookState>, Path(hook): Path<String>, body: Body) -> Response {
@@ -49,7 +62,7 @@ async fn named(
 
 async fn handle(s: HookState, hook: &str, name: Option<&str>, body: Body) -> Response {
     let Some((hook, handler)) = s.app.route(hook, name) else {
-        return (StatusCode::NOT_FOUND, "no such hook handler\n").into_response();
+        return not_found(body, s.max_body, "no such hook handler\n").await;
     };
     let bytes = match Limited::new(body, s.max_body).collect().await {
         Ok(collected) => collected.to_bytes(),
