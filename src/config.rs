@@ -58,12 +58,31 @@ pub struct ServeArgs {
     /// Advertise the in-place update hooks (CAPI ≥ 1.12). Only one extension may.
     #[arg(long)]
     pub enable_in_place_hooks: bool,
-    /// Largest accepted request body.
-    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    /// Largest accepted request body. CAPI's requests for a large cluster (a few dozen
+    /// MachineDeployments) stay well under 1 MiB.
+    #[arg(long, env = "STACKHOOK_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// Time allowed for in-flight requests after SIGTERM.
-    #[arg(long, default_value_t = 25)]
+    /// Time allowed for in-flight requests after SIGTERM, once the grace period is over.
+    #[arg(long, default_value_t = 20)]
     pub shutdown_timeout_seconds: u64,
+    /// After SIGTERM the server reports not ready and keeps accepting for this long, so
+    /// Endpoints drop the pod before its listener closes.
+    #[arg(long, env = "STACKHOOK_SHUTDOWN_GRACE_SECONDS", default_value_t = 5)]
+    pub shutdown_grace_seconds: u64,
+    /// A request body must arrive whole within this many seconds of its header.
+    #[arg(long, env = "STACKHOOK_BODY_READ_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub body_read_timeout_seconds: u64,
+    /// A connection with no request in flight for this long is closed (HTTP/2
+    /// keep-alive pings do not count as use).
+    #[arg(long, env = "STACKHOOK_IDLE_TIMEOUT_SECONDS", default_value_t = 90)]
+    pub idle_timeout_seconds: u64,
+    /// Open client connections; further ones are closed as soon as they are accepted.
+    #[arg(long, env = "STACKHOOK_MAX_CONNECTIONS", default_value_t = 256)]
+    pub max_connections: usize,
+    /// Request-body bytes held by all requests in flight together; a request that would
+    /// go over is answered with a Failure at once.
+    #[arg(long, env = "STACKHOOK_MAX_IN_FLIGHT_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_in_flight_bytes: usize,
     /// An HTTP/1.1 client must send a request's whole header within this many seconds
     /// (a client trickling bytes would otherwise hold its connection forever).
     #[arg(
@@ -91,6 +110,13 @@ pub struct ServeArgs {
     /// resends the same request on every reconcile); 0 turns the cache off.
     #[arg(long, env = "STACKHOOK_PATCH_CACHE_ENTRIES", default_value_t = 1024)]
     pub patch_cache_entries: usize,
+    /// Bytes the GeneratePatches answer cache may hold in all; the least useful
+    /// answers leave first.
+    #[arg(long, env = "STACKHOOK_PATCH_CACHE_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub patch_cache_bytes: u64,
+    /// An answer larger than this is never stored.
+    #[arg(long, env = "STACKHOOK_PATCH_CACHE_MAX_ANSWER_BYTES", default_value_t = 1024 * 1024)]
+    pub patch_cache_max_answer_bytes: u64,
     /// Log line format.
     #[arg(long, value_enum, env = "STACKHOOK_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,

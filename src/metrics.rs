@@ -132,8 +132,44 @@ impl std::fmt::Debug for ControllerMetrics {
     }
 }
 
+/// Why the hook listener turned a connection or request away.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Refusal {
+    /// `--max-connections` reached: the connection was closed on accept.
+    connection_limit,
+    /// `--max-in-flight-bytes` reached: the request was answered with a Failure.
+    in_flight_bytes,
+    /// The body did not arrive within `--body-read-timeout-seconds`.
+    body_read_timeout,
+    /// The body was over `--max-body-bytes`.
+    body_too_large,
+    /// No request for `--idle-timeout-seconds`: the connection was closed.
+    idle_timeout,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    pub reason: Refusal,
+}
+
+/// The hook listener's own accounting, apart from the per-hook figures.
+#[derive(Clone, Debug, Default)]
+pub struct ListenerMetrics {
+    pub refusals: Family<RefusalLabels, Counter>,
+    pub open_connections: Gauge,
+    pub in_flight_bytes: Gauge,
+}
+
+impl ListenerMetrics {
+    pub fn refused(&self, reason: Refusal) {
+        self.refusals.get_or_create(&RefusalLabels { reason }).inc();
+    }
+}
+
 pub struct Metrics {
     pub registry: Registry,
+    pub listener: ListenerMetrics,
     pub requests: Family<CallLabels, Counter>,
     pub duration: Family<HandlerLabels, Histogram, fn() -> Histogram>,
     pub certificate_reloads: Counter,
@@ -169,6 +205,22 @@ impl Metrics {
             "Serving certificates loaded after a change of the files",
             certificate_reloads.clone(),
         );
+        let listener = ListenerMetrics::default();
+        registry.register(
+            "hook_listener_refusals",
+            "Connections closed or requests answered with a Failure because a listener limit was reached",
+            listener.refusals.clone(),
+        );
+        registry.register(
+            "hook_listener_open_connections",
+            "Client connections open on the hook listener",
+            listener.open_connections.clone(),
+        );
+        registry.register(
+            "hook_listener_in_flight_bytes",
+            "Request-body bytes held by requests in flight",
+            listener.in_flight_bytes.clone(),
+        );
         let controllers = ControllerMetrics::default();
         registry.register(
             "controller_reconciles",
@@ -192,6 +244,7 @@ impl Metrics {
         );
         Metrics {
             registry,
+            listener,
             requests,
             duration,
             certificate_reloads,

@@ -71,7 +71,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
         metrics.clone(),
     )?);
 
-    let hooks = HookServer::bind(&args, app).await?;
+    let hooks = HookServer::bind(&args, app, metrics.listener.clone()).await?;
     let admin_listener = TcpListener::bind(args.admin_listen)
         .await
         .map_err(|source| ProcessError::AdminBind {
@@ -81,7 +81,10 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
     let hook_addr = hooks.local_addr();
     let admin_addr = admin_listener.local_addr().map_err(ProcessError::Admin)?;
 
+    // Listeners stop after the grace period; the controllers at once, so the Lease is
+    // released for another replica without waiting for Endpoints.
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (controllers_stop_tx, controllers_stop_rx) = watch::channel(false);
     let ready = Arc::new(AtomicBool::new(false));
     let admin_task = tokio::spawn(admin::serve(
         admin_listener,
@@ -99,7 +102,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
             cfg,
             metrics.controllers.clone(),
             results,
-            stop_rx.clone(),
+            controllers_stop_rx,
         ))),
         None => {
             tracing::info!("controllers are off (enable with --controllers)");
@@ -119,8 +122,17 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
     ready.store(true, Ordering::SeqCst);
 
     shutdown_signal().await;
-    tracing::info!("shutting down: no new connections, finishing in-flight requests");
     ready.store(false, Ordering::SeqCst);
+    let _ = controllers_stop_tx.send(true);
+    let grace = Duration::from_secs(args.shutdown_grace_seconds);
+    if !grace.is_zero() {
+        tracing::info!(
+            grace_seconds = args.shutdown_grace_seconds,
+            "shutting down: not ready; still serving while Endpoints catch up"
+        );
+        tokio::time::sleep(grace).await;
+    }
+    tracing::info!("shutting down: no new connections, finishing in-flight requests");
     let _ = stop_tx.send(true);
     if let Err(e) = server.await {
         tracing::error!(error = %e, "the hook listener ended abnormally");

@@ -12,6 +12,9 @@ use super::{Hook, API_VERSION};
 pub enum DecodeError {
     #[error("request body exceeds the limit of {limit} bytes")]
     TooLarge { limit: usize },
+    /// The body could not be read whole (too slow, server busy, connection error).
+    #[error("{detail}")]
+    Unread { detail: String },
     #[error("request body is empty: expected a {kind} JSON object")]
     Empty { kind: String },
     #[error("request body is not valid JSON: {detail}")]

@@ -12,11 +12,13 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::crypto::ring as provider;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
@@ -142,10 +144,15 @@ fn digest(cert: &[u8], key: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// Polls the files until `stop` fires, swapping the resolver's certificate on change.
+/// What the reload task watches: the serving pair and/or the client-CA bundle.
+pub struct Watched {
+    pub cert: Option<(CertFiles, Arc<ReloadingResolver>)>,
+    pub client_ca: Option<(ClientCaFile, Arc<ReloadingClientVerifier>)>,
+}
+
+/// Polls the files until `stop` fires, swapping what changed and parses.
 pub async fn watch(
-    mut files: CertFiles,
-    resolver: Arc<ReloadingResolver>,
+    mut watched: Watched,
     interval: Duration,
     reloads: prometheus_client::metrics::counter::Counter,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -157,53 +164,164 @@ pub async fn watch(
             _ = ticker.tick() => {}
             _ = stop.changed() => return,
         }
-        match files.reload_if_changed() {
-            Ok(Some(ck)) => {
-                resolver.set(ck);
-                reloads.inc();
-                tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "certificate files changed but do not load yet; keeping the current certificate")
+        if let Some((files, resolver)) = &mut watched.cert {
+            match files.reload_if_changed() {
+                Ok(Some(ck)) => {
+                    resolver.set(ck);
+                    reloads.inc();
+                    tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "certificate files changed but do not load yet; keeping the current certificate")
+                }
             }
         }
+        if let Some((file, verifier)) = &mut watched.client_ca {
+            match file.reload_if_changed() {
+                Ok(Some(v)) => {
+                    verifier.set(v);
+                    reloads.inc();
+                    tracing::info!(client_ca = %file.path.display(), "client CA bundle reloaded");
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "client CA bundle changed but does not load yet; keeping the current one")
+                }
+            }
+        }
+    }
+}
+
+/// The client-CA bundle given with `--client-ca-file`, with the digest of what was
+/// last loaded, so it can be re-read like the serving certificate.
+pub struct ClientCaFile {
+    pub path: PathBuf,
+    digest: [u8; 32],
+}
+
+impl ClientCaFile {
+    /// Loads the bundle; the file must hold at least one certificate.
+    pub fn load(path: PathBuf) -> Result<(ClientCaFile, Arc<dyn ClientCertVerifier>), TlsError> {
+        let pem = read(&path)?;
+        let verifier = client_verifier(&pem, &path)?;
+        let digest = digest(&pem, &[]);
+        Ok((ClientCaFile { path, digest }, verifier))
+    }
+
+    /// `Ok(Some)` when the bundle changed and parses, `Ok(None)` when unchanged.
+    pub fn reload_if_changed(&mut self) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
+        let pem = read(&self.path)?;
+        let d = digest(&pem, &[]);
+        if d == self.digest {
+            return Ok(None);
+        }
+        let verifier = client_verifier(&pem, &self.path)?;
+        self.digest = d;
+        Ok(Some(verifier))
+    }
+}
+
+fn client_verifier(pem: &[u8], path: &Path) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| TlsError::Pem {
+            path: path.to_path_buf(),
+            problem: e.to_string(),
+        })?;
+        roots
+            .add(cert)
+            .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::ClientCa(format!(
+            "{} holds no certificate",
+            path.display()
+        )));
+    }
+    WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(provider::default_provider()),
+    )
+    .build()
+    .map_err(|e| TlsError::ClientCa(e.to_string()))
+}
+
+/// Verifies client certificates against whichever CA bundle is current; the reload
+/// task swaps it, so a rotated CA takes effect without a restart and without dropping
+/// open connections.
+#[derive(Debug)]
+pub struct ReloadingClientVerifier {
+    current: ArcSwap<Arc<dyn ClientCertVerifier>>,
+}
+
+impl ReloadingClientVerifier {
+    pub fn new(verifier: Arc<dyn ClientCertVerifier>) -> Arc<Self> {
+        Arc::new(ReloadingClientVerifier {
+            current: ArcSwap::from_pointee(verifier),
+        })
+    }
+
+    pub fn set(&self, verifier: Arc<dyn ClientCertVerifier>) {
+        self.current.store(Arc::new(verifier));
+    }
+
+    fn inner(&self) -> Arc<dyn ClientCertVerifier> {
+        Arc::clone(&self.current.load())
+    }
+}
+
+impl ClientCertVerifier for ReloadingClientVerifier {
+    /// No hints: they would have to borrow from a bundle that may be swapped. Go's TLS
+    /// client (CAPI's) offers its certificate whenever the hint list is empty.
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.inner()
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner().supported_verify_schemes()
     }
 }
 
 /// The server's rustls configuration.
 pub fn server_config(
     resolver: Arc<ReloadingResolver>,
-    client_ca: Option<&Path>,
+    client_verifier: Option<Arc<ReloadingClientVerifier>>,
 ) -> Result<ServerConfig, TlsError> {
     let crypto = Arc::new(provider::default_provider());
-    let builder = ServerConfig::builder_with_provider(crypto.clone())
+    let builder = ServerConfig::builder_with_provider(crypto)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
-    let builder = match client_ca {
+    let builder = match client_verifier {
         None => builder.with_no_client_auth(),
-        Some(path) => {
-            let pem = read(path)?;
-            let mut roots = RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|e| TlsError::Pem {
-                    path: path.to_path_buf(),
-                    problem: e.to_string(),
-                })?;
-                roots
-                    .add(cert)
-                    .map_err(|e| TlsError::ClientCa(e.to_string()))?;
-            }
-            if roots.is_empty() {
-                return Err(TlsError::ClientCa(format!(
-                    "{} holds no certificate",
-                    path.display()
-                )));
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crypto)
-                .build()
-                .map_err(|e| TlsError::ClientCa(e.to_string()))?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
     };
     let mut cfg = builder.with_cert_resolver(resolver);
     // No session resumption: a resumed session skips the certificate, so after a
