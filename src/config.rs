@@ -77,7 +77,7 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOOK_IDLE_TIMEOUT_SECONDS", default_value_t = 90)]
     pub idle_timeout_seconds: u64,
     /// Open client connections; further ones are closed as soon as they are accepted.
-    #[arg(long, env = "STACKHOOK_MAX_CONNECTIONS", default_value_t = 256)]
+    #[arg(long, env = "STACKHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
     /// Request-body bytes held by all requests in flight together; a request that would
     /// go over is answered with a Failure at once.

@@ -263,7 +263,7 @@ async fn hold_annotations_block_and_release() {
 
 #[test]
 fn sigterm_drains_and_exits_zero() {
-    let mut srv = Server::start(&[]);
+    let mut srv = Server::start(&["--shutdown-grace-seconds", "0"]);
     let status = srv.sigterm();
     assert_eq!(status.code(), Some(0));
     // The reader thread may still hold the last lines: read until it sees EOF.

@@ -262,6 +262,73 @@ async fn client_certificates_are_required_with_a_client_ca() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_ca_is_trusted_without_a_restart() {
+    let server_ca = ca("server-ca");
+    let old_ca = ca("client-ca-old");
+    let new_ca = ca("client-ca-new");
+    let (cert, key, _) = leaf(&server_ca, "server", false);
+    let (old_cert, old_key, _) = leaf(&old_ca, "capi-old", true);
+    let (new_cert, new_key, _) = leaf(&new_ca, "capi-new", true);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in [
+        ("tls.crt", &cert),
+        ("tls.key", &key),
+        ("client-ca.crt", &old_ca.pem),
+    ] {
+        std::fs::write(dir.path().join(name), content).unwrap();
+    }
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let srv = Server::start(&[
+        "--tls-cert-file",
+        &p("tls.crt"),
+        "--tls-key-file",
+        &p("tls.key"),
+        "--client-ca-file",
+        &p("client-ca.crt"),
+        "--tls-reload-interval-seconds",
+        "1",
+    ]);
+    let url = srv.url(&format!("{PREFIX}/discovery"));
+    let client = |cert: &str, key: &str| {
+        reqwest::Client::builder()
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(server_ca.pem.as_bytes()).unwrap())
+            .identity(reqwest::Identity::from_pem(format!("{cert}{key}").as_bytes()).unwrap())
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    };
+    let old = client(&old_cert, &old_key);
+    let new = client(&new_cert, &new_key);
+    let accepted = |c: &reqwest::Client| {
+        let c = c.clone();
+        let url = url.clone();
+        async move { c.post(&url).json(&discovery_body()).send().await.is_ok() }
+    };
+    assert!(accepted(&old).await, "the configured CA's client");
+    assert!(!accepted(&new).await, "not trusted yet");
+
+    // As a Secret volume update does: the new bundle lands whole.
+    std::fs::write(dir.path().join("client-ca.tmp"), &new_ca.pem).unwrap();
+    std::fs::rename(dir.path().join("client-ca.tmp"), dir.path().join("client-ca.crt")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !accepted(&new).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new client CA was not picked up"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(!accepted(&old).await, "the replaced CA's client is refused");
+
+    // A bundle that does not parse keeps the current one.
+    std::fs::write(dir.path().join("client-ca.crt"), "garbage").unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(accepted(&new).await, "kept after a broken write");
+}
+
 #[test]
 fn bad_certificate_files_stop_start_up_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
