@@ -59,7 +59,7 @@ async fn malformed_bodies_get_200_failure_naming_the_problem() {
             "wrong type",
             serde_json::to_vec(&json!({"apiVersion": API, "kind": "BeforeClusterUpgradeRequest", "cluster": cluster,
                 "fromKubernetesVersion": 1, "toKubernetesVersion": "v1.31.0"})).unwrap(),
-            "invalid BeforeClusterUpgradeRequest: invalid type: integer `1`, expected a string",
+            "invalid BeforeClusterUpgradeRequest: fromKubernetesVersion: invalid type: integer `1`, expected a string",
         ),
         ("over the limit", {
             let mut b = good_bytes.clone();
@@ -91,7 +91,7 @@ async fn malformed_bodies_get_200_failure_naming_the_problem() {
     .await;
     assert_eq!(
         failure(&raw).0,
-        "invalid GeneratePatchesRequest: missing field `uid`"
+        "invalid GeneratePatchesRequest: items[0]: missing field `uid` at line 1 column 219"
     );
     let (_, _, raw) = post_raw(
         &c,

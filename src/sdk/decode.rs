@@ -4,7 +4,8 @@
 //! becomes an HTTP 200 `Failure` carrying this message, as CAPI's Go SDK server answers.
 
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
 
 use super::{Hook, API_VERSION};
 
@@ -29,23 +30,47 @@ pub enum DecodeError {
     Invalid { kind: String, detail: String },
 }
 
-fn describe(v: Option<&Value>) -> String {
-    match v {
-        None => "missing".to_string(),
-        Some(Value::String(s)) => format!("{s:?}"),
-        Some(other) => format!("not a string ({other})"),
+/// How a header field that is not the expected string is shown: its JSON text, cut
+/// short, so a huge value is never copied whole into the answer.
+fn describe(v: Option<&RawValue>) -> String {
+    const SHOWN: usize = 64;
+    let Some(raw) = v else {
+        return "missing".to_string();
+    };
+    let text = raw.get();
+    if let Ok(s) = serde_json::from_str::<String>(text) {
+        return format!("{:?}", cut(&s, SHOWN));
+    }
+    format!("not a string ({})", cut(text, SHOWN))
+}
+
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &s[..end]),
+        None => s.to_string(),
     }
 }
 
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// The JSON type a document starts with (the body is known to be valid JSON).
+fn json_kind(body: &[u8]) -> &'static str {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
     }
+}
+
+/// The two header fields as written, whatever their type; every other field is
+/// skipped unread.
+#[derive(serde::Deserialize)]
+struct RawHeader<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    kind: Option<&'a RawValue>,
 }
 
 /// Only the two fields checked before the rest; every other field is skipped unread.
@@ -113,30 +138,97 @@ pub fn decode_generate_patches(
     }
 }
 
+/// Names the first problem of a body the fast path refused. It never builds a tree of
+/// the document: syntax is checked by skipping over it, the header is read as raw
+/// text, and the typed decode reports the path of the field that does not fit.
 fn decode_slow<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, DecodeError> {
     let kind = hook.request_kind();
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(DecodeError::Empty { kind });
     }
-    let value: Value = serde_json::from_slice(body).map_err(|e| DecodeError::Syntax {
+    serde_json::from_slice::<IgnoredAny>(body).map_err(|e| DecodeError::Syntax {
         detail: e.to_string(),
     })?;
-    let obj = match &value {
-        Value::Object(o) => o,
-        other => {
-            return Err(DecodeError::NotObject {
-                got: json_kind(other),
+    let got = json_kind(body);
+    if got != "an object" {
+        return Err(DecodeError::NotObject { got });
+    }
+    let header: RawHeader = match serde_json::from_slice(body) {
+        Ok(h) => h,
+        Err(e) if is_duplicate(&e) => return decode_tree(hook, body),
+        Err(e) => {
+            return Err(DecodeError::Invalid {
+                kind,
+                detail: e.to_string(),
             })
         }
     };
-    if obj.get("apiVersion").and_then(Value::as_str) != Some(API_VERSION) {
+    let is = |v: Option<&RawValue>, want: &str| {
+        v.and_then(|r| serde_json::from_str::<&str>(r.get()).ok()) == Some(want)
+    };
+    if !is(header.api_version, API_VERSION) {
         return Err(DecodeError::ApiVersion {
-            got: describe(obj.get("apiVersion")),
+            got: describe(header.api_version),
         });
     }
-    if obj.get("kind").and_then(Value::as_str) != Some(kind.as_str()) {
+    if !is(header.kind, &kind) {
         return Err(DecodeError::Kind {
-            got: describe(obj.get("kind")),
+            got: describe(header.kind),
+            expected: kind,
+        });
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize(de) {
+        Ok(t) => Ok(t),
+        Err(e) if is_duplicate(e.inner()) => decode_tree(hook, body),
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            Err(DecodeError::Invalid {
+                kind,
+                // Our own decoders' messages already start with the field's path.
+                detail: if path == "." || inner.to_string().starts_with(&path) {
+                    inner.to_string()
+                } else {
+                    format!("{path}: {inner}")
+                },
+            })
+        }
+    }
+}
+
+fn is_duplicate(e: &serde_json::Error) -> bool {
+    e.is_data() && e.to_string().starts_with("duplicate field")
+}
+
+/// Go's encoding/json lets the last of duplicate keys win where serde's derived
+/// decoders refuse them, so a body with duplicate keys (which CAPI never sends) is
+/// decoded through a tree, which keeps the last. It is valid JSON within the body
+/// limit by the time it gets here.
+fn decode_tree<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, DecodeError> {
+    let kind = hook.request_kind();
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| DecodeError::Syntax {
+            detail: e.to_string(),
+        })?;
+    let field = |name: &str| {
+        value
+            .get(name)
+            .map(|v| RawValue::from_string(v.to_string()).ok())
+    };
+    let (api_version, got_kind) = (field("apiVersion").flatten(), field("kind").flatten());
+    let as_str = |v: &Option<Box<RawValue>>| {
+        v.as_ref()
+            .and_then(|r| serde_json::from_str::<String>(r.get()).ok())
+    };
+    if as_str(&api_version).as_deref() != Some(API_VERSION) {
+        return Err(DecodeError::ApiVersion {
+            got: describe(api_version.as_deref()),
+        });
+    }
+    if as_str(&got_kind).as_deref() != Some(kind.as_str()) {
+        return Err(DecodeError::Kind {
+            got: describe(got_kind.as_deref()),
             expected: kind,
         });
     }
@@ -255,8 +347,22 @@ mod tests {
         let e = dec(r#"{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"BeforeClusterUpgradeRequest","cluster":{"metadata":{"name":"c"}},"toKubernetesVersion":"v1.2.3"}"#).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "invalid BeforeClusterUpgradeRequest: missing field `fromKubernetesVersion`"
+            "invalid BeforeClusterUpgradeRequest: missing field `fromKubernetesVersion` at line 1 column 160"
         );
+        // The field that does not fit is named by its path.
+        let e = dec(r#"{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"BeforeClusterUpgradeRequest","cluster":{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","metadata":{"name":"c","namespace":"n"},"spec":{}},"fromKubernetesVersion":7,"toKubernetesVersion":"v1.2.3"}"#).unwrap_err();
+        assert!(
+            e.to_string().starts_with("invalid BeforeClusterUpgradeRequest: fromKubernetesVersion: invalid type: integer `7`, expected a string"),
+            "{e}"
+        );
+        // A huge header value is shown cut short.
+        let e = dec(&format!(
+            r#"{{"apiVersion":"{}","kind":"BeforeClusterUpgradeRequest"}}"#,
+            "v".repeat(10_000)
+        ))
+        .unwrap_err();
+        assert!(e.to_string().len() < 200, "{e}");
+        assert!(e.to_string().starts_with("apiVersion is \"vvvv"), "{e}");
     }
 
     #[test]
@@ -266,6 +372,21 @@ mod tests {
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        assert!(matches!(dec(&body), Err(DecodeError::Syntax { .. })));
+        // Skipped without recursion (no stack to overflow) and without a tree; the
+        // request is then refused for what it lacks.
+        let e = dec(&body).unwrap_err();
+        assert!(
+            e.to_string().contains("missing field `cluster`"),
+            "{e}"
+        );
+        // Where the nesting is in a field that is decoded, serde_json's depth limit
+        // refuses it.
+        let body = format!(
+            "{{\"apiVersion\":\"{API_VERSION}\",\"kind\":\"BeforeClusterUpgradeRequest\",\"cluster\":{{\"spec\":{}{}}}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let e = dec(&body).unwrap_err();
+        assert!(e.to_string().contains("recursion limit exceeded"), "{e}");
     }
 }
