@@ -70,7 +70,11 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOOK_SHUTDOWN_GRACE_SECONDS", default_value_t = 5)]
     pub shutdown_grace_seconds: u64,
     /// A request body must arrive whole within this many seconds of its header.
-    #[arg(long, env = "STACKHOOK_BODY_READ_TIMEOUT_SECONDS", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "STACKHOOK_BODY_READ_TIMEOUT_SECONDS",
+        default_value_t = 10
+    )]
     pub body_read_timeout_seconds: u64,
     /// A connection with no request in flight for this long is closed (HTTP/2
     /// keep-alive pings do not count as use).

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use stackhook::config::ServeArgs;
+use stackhook::engine::cache::CacheLimits;
 use stackhook::engine::{PackEngine, PatchEngine};
 
 /// glibc's malloc and free were a sixth of the request path in profiles; mimalloc's
@@ -90,7 +91,11 @@ fn main() -> anyhow::Result<()> {
                 "packs loaded"
             );
             let engine: Arc<dyn PatchEngine> =
-                Arc::new(packs.with_patch_cache(args.patch_cache_entries));
+                Arc::new(packs.with_patch_cache_limits(CacheLimits {
+                    entries: args.patch_cache_entries,
+                    bytes: args.patch_cache_bytes,
+                    max_answer_bytes: args.patch_cache_max_answer_bytes,
+                }));
             runtime
                 .block_on(stackhook::process::run(*args, engine))
                 .context("serve")?;

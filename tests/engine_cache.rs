@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 
+use stackhook::engine::cache::CacheLimits;
 use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::sdk::topology::{GeneratePatchesRequest, GeneratePatchesResponse};
 use stackhook::sdk::ResponseStatus;
@@ -230,4 +231,67 @@ fn null_lists_and_maps_read_as_empty_whatever_the_cache() {
         let req: GeneratePatchesRequest = serde_json::from_slice(&bytes).unwrap();
         assert!(req.settings.is_empty() && req.items.iter().all(|i| i.variables.is_empty()));
     }
+}
+
+/// The same request for another Cluster: a different variable value, so a different
+/// answer to store.
+fn for_cluster(n: usize) -> GeneratePatchesRequest {
+    let mut v = body();
+    let vars = v["variables"].as_array_mut().unwrap();
+    vars.push(json!({"name": "clusterSuffix", "value": format!("c{n}")}));
+    request(&v)
+}
+
+#[test]
+fn stored_answers_stay_within_the_byte_limit() {
+    let plain = PackEngine::embedded().unwrap();
+    let one = plain.generate_patches(HANDLER, &for_cluster(0));
+    let answer_bytes: usize = one.items.iter().map(|i| i.patch.0.len()).sum();
+    assert!(
+        answer_bytes > 1000,
+        "a sizeable answer: {answer_bytes} bytes"
+    );
+    // Room for about four such answers.
+    let budget = 4 * answer_bytes as u64 + 4096;
+    let cached = PackEngine::embedded()
+        .unwrap()
+        .with_patch_cache_limits(CacheLimits {
+            entries: 1024,
+            bytes: budget,
+            max_answer_bytes: budget,
+        });
+    for n in 0..40 {
+        let got = cached.generate_patches(HANDLER, &for_cluster(n));
+        assert_eq!(got.status, ResponseStatus::Success, "{}", got.message);
+        let (entries, bytes) = cached.patch_cache().unwrap().usage();
+        assert!(bytes <= budget, "{bytes} bytes stored, limit {budget}");
+        assert!(
+            entries <= 5,
+            "{entries} answers of {answer_bytes} bytes in {budget}"
+        );
+    }
+    let (entries, _) = cached.patch_cache().unwrap().usage();
+    assert!(entries >= 1, "the cache still keeps recent answers");
+    // The most recent Cluster is answered from the cache.
+    let before = cached.patch_cache().unwrap().stats();
+    cached.generate_patches(HANDLER, &for_cluster(39));
+    assert_eq!(cached.patch_cache().unwrap().stats().0, before.0 + 1);
+}
+
+#[test]
+fn an_answer_over_the_size_cap_is_never_stored() {
+    let cached = PackEngine::embedded()
+        .unwrap()
+        .with_patch_cache_limits(CacheLimits {
+            entries: 16,
+            bytes: 16 * 1024 * 1024,
+            max_answer_bytes: 512,
+        });
+    let req = for_cluster(1);
+    let first = cached.generate_patches(HANDLER, &req);
+    let second = cached.generate_patches(HANDLER, &req);
+    assert_eq!(first, second);
+    assert!(!first.items.is_empty());
+    assert_eq!(cached.patch_cache().unwrap().stats(), (0, 2), "two misses");
+    assert_eq!(cached.patch_cache().unwrap().usage(), (0, 0));
 }

@@ -331,7 +331,10 @@ async fn a_body_that_never_finishes_is_answered_with_a_failure_after_the_read_ti
         "answered after {after:?}; the body timeout is 1 s"
     );
     assert_eq!(metric(&srv, &refusals("body_read_timeout")).await, 1.0);
-    assert_eq!(metric(&srv, "stackhook_hook_listener_in_flight_bytes").await, 0.0);
+    assert_eq!(
+        metric(&srv, "stackhook_hook_listener_in_flight_bytes").await,
+        0.0
+    );
     discovery_ok(&srv, &ca).await;
 }
 
@@ -349,7 +352,10 @@ async fn a_thousand_idle_connections_do_not_starve_a_client() {
         if open >= 1000.0 {
             break;
         }
-        assert!(Instant::now() < deadline, "only {open} connections accepted");
+        assert!(
+            Instant::now() < deadline,
+            "only {open} connections accepted"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for _ in 0..5 {
@@ -365,7 +371,11 @@ async fn connections_over_the_cap_are_closed_and_counted() {
     let ca = srv.ca_pem.clone().expect("self-signed CA");
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(tls_connect(&srv, &ca, b"http/1.1").await.expect("under the cap"));
+        held.push(
+            tls_connect(&srv, &ca, b"http/1.1")
+                .await
+                .expect("under the cap"),
+        );
     }
     let refused = tls_connect(&srv, &ca, b"http/1.1").await;
     assert!(refused.is_err(), "the fourth connection must be closed");
@@ -394,7 +404,10 @@ async fn connections_over_the_cap_are_closed_and_counted() {
         if metric(&srv, "stackhook_hook_listener_open_connections").await <= 2.0 {
             break;
         }
-        assert!(Instant::now() < deadline, "the closed connection was not released");
+        assert!(
+            Instant::now() < deadline,
+            "the closed connection was not released"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     discovery_ok(&srv, &ca).await;
@@ -411,11 +424,14 @@ async fn connections_without_requests_are_closed_after_the_idle_timeout() {
     let (send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
     let h2_conn = tokio::spawn(async move { conn.await });
     let mut send = send.ready().await.expect("ready");
-    let req = http::Request::post("https://localhost/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery")
-        .body(())
-        .expect("request");
+    let req =
+        http::Request::post("https://localhost/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery")
+            .body(())
+            .expect("request");
     let (resp, mut stream) = send.send_request(req, false).expect("stream");
-    stream.send_data(bytes_of(&discovery_json()), true).expect("body");
+    stream
+        .send_data(bytes_of(&discovery_json()), true)
+        .expect("body");
     assert_eq!(resp.await.expect("answer").status(), 200);
     let started = Instant::now();
     discovery_ok(&srv, &ca).await;
@@ -457,7 +473,10 @@ async fn request_bytes_in_flight_are_capped() {
     slow.flush().await.expect("flush");
     let deadline = Instant::now() + Duration::from_secs(5);
     while metric(&srv, "stackhook_hook_listener_in_flight_bytes").await < 80_000.0 {
-        assert!(Instant::now() < deadline, "the slow body was never reserved");
+        assert!(
+            Instant::now() < deadline,
+            "the slow body was never reserved"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -476,17 +495,25 @@ async fn request_bytes_in_flight_are_capped() {
         .expect("JSON");
     assert_eq!(busy["status"], "Failure");
     let message = busy["message"].as_str().unwrap_or_default();
-    assert!(message.contains("busy") && message.contains("100000"), "{message}");
+    assert!(
+        message.contains("busy") && message.contains("100000"),
+        "{message}"
+    );
     assert_eq!(metric(&srv, &refusals("in_flight_bytes")).await, 1.0);
     // Small requests still fit beside the slow one.
     discovery_ok(&srv, &ca).await;
 
     // The slow body completes and is answered; its bytes are given back.
-    slow.write_all(&padded[100..]).await.expect("rest of the body");
+    slow.write_all(&padded[100..])
+        .await
+        .expect("rest of the body");
     let (status, answer) = read_answer(&mut slow).await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(answer.contains("\"Success\""), "{answer}");
-    assert_eq!(metric(&srv, "stackhook_hook_listener_in_flight_bytes").await, 0.0);
+    assert_eq!(
+        metric(&srv, "stackhook_hook_listener_in_flight_bytes").await,
+        0.0
+    );
     let ok: serde_json::Value = client
         .post(&url)
         .body(big)
@@ -548,5 +575,9 @@ async fn sigterm_keeps_serving_through_the_grace_period_then_drains() {
     assert!(answer.contains("\"Success\""), "{answer}");
     let exit = srv.child.wait().expect("wait");
     assert_eq!(exit.code(), Some(0));
-    assert!(signalled.elapsed() < Duration::from_secs(10), "{:?}", signalled.elapsed());
+    assert!(
+        signalled.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        signalled.elapsed()
+    );
 }

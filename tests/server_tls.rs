@@ -312,7 +312,11 @@ async fn a_rotated_client_ca_is_trusted_without_a_restart() {
 
     // As a Secret volume update does: the new bundle lands whole.
     std::fs::write(dir.path().join("client-ca.tmp"), &new_ca.pem).unwrap();
-    std::fs::rename(dir.path().join("client-ca.tmp"), dir.path().join("client-ca.crt")).unwrap();
+    std::fs::rename(
+        dir.path().join("client-ca.tmp"),
+        dir.path().join("client-ca.crt"),
+    )
+    .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !accepted(&new).await {
         assert!(

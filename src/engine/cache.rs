@@ -15,13 +15,65 @@ use sha2::{Digest, Sha256};
 use super::fingerprint::Fingerprint;
 use crate::sdk::topology::GeneratePatchesResponseItem;
 
-/// The patches of one answer, each with the fingerprint of the item it is for.
-type Stored = Arc<Vec<([u8; 32], GeneratePatchesResponseItem)>>;
+/// The patches of one answer, each with the fingerprint of the item it is for, and
+/// what it weighs in the cache.
+struct Answer {
+    items: Vec<([u8; 32], GeneratePatchesResponseItem)>,
+    weight: u64,
+}
+
+type Stored = Arc<Answer>;
+
+/// How much the cache may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// How many answers to expect (one per Cluster and pack in steady state): sizes
+    /// the table; 0 turns the cache off.
+    pub entries: usize,
+    /// The bound: bytes of all stored answers together.
+    pub bytes: u64,
+    /// An answer larger than this is never stored.
+    pub max_answer_bytes: u64,
+}
+
+impl CacheLimits {
+    /// Sized for `entries` answers, within 16 MiB, none over 1 MiB.
+    pub fn entries(entries: usize) -> CacheLimits {
+        CacheLimits {
+            entries,
+            bytes: 16 * 1024 * 1024,
+            max_answer_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// An answer weighs the bytes it keeps in memory, so the cache's weight limit is a
+/// memory limit.
+#[derive(Clone, Copy)]
+struct ByBytes;
+
+impl quick_cache::Weighter<[u8; 32], Stored> for ByBytes {
+    fn weight(&self, _key: &[u8; 32], answer: &Stored) -> u64 {
+        answer.weight
+    }
+}
 
 pub struct PatchCache {
-    entries: quick_cache::sync::Cache<[u8; 32], Stored>,
+    entries: quick_cache::sync::Cache<[u8; 32], Stored, ByBytes>,
+    limits: CacheLimits,
     hits: AtomicU64,
     misses: AtomicU64,
+}
+
+/// Memory of one stored answer beyond its items: key, `Arc`, vector header and the
+/// cache's own slot, rounded up.
+const ANSWER_OVERHEAD: u64 = 128;
+
+/// Bytes an item's patch and UID take in memory, with the fingerprint and the
+/// vector slot around them.
+fn item_bytes(item: &GeneratePatchesResponseItem) -> u64 {
+    (item.patch.0.len() + item.uid.len() + 32 + std::mem::size_of::<GeneratePatchesResponseItem>())
+        as u64
 }
 
 impl std::fmt::Debug for PatchCache {
@@ -35,13 +87,40 @@ impl std::fmt::Debug for PatchCache {
 }
 
 impl PatchCache {
-    /// Holds up to `entries` answers (one per Cluster and pack in steady state).
-    pub fn new(entries: usize) -> PatchCache {
+    /// Holds answers within `limits` (see [`CacheLimits`]).
+    pub fn new(limits: CacheLimits) -> PatchCache {
+        let bytes = limits.bytes.max(1);
+        // The weight limit is split evenly between shards, and a shard cannot hold an
+        // answer larger than its share: fewer shards, each room for several answers
+        // of the largest size.
+        let shards = (bytes / limits.max_answer_bytes.max(1).saturating_mul(8)).clamp(1, 16);
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(limits.entries.max(1))
+            .weight_capacity(bytes)
+            .shards(shards as usize)
+            .build();
         PatchCache {
-            entries: quick_cache::sync::Cache::new(entries.max(1)),
+            entries: match options {
+                Ok(options) => quick_cache::sync::Cache::with_options(
+                    options,
+                    ByBytes,
+                    Default::default(),
+                    Default::default(),
+                ),
+                // Only when the options contradict each other, which they cannot here.
+                Err(_) => {
+                    quick_cache::sync::Cache::with_weighter(limits.entries.max(1), bytes, ByBytes)
+                }
+            },
+            limits,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
+    }
+
+    /// Answers stored now, and the bytes they hold.
+    pub fn usage(&self) -> (usize, u64) {
+        (self.entries.len(), self.entries.weight())
     }
 
     /// `(hits, misses)` so far.
@@ -88,8 +167,8 @@ impl PatchCache {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let mut out = Vec::with_capacity(stored.len());
-        for (item_fp, item) in stored.iter() {
+        let mut out = Vec::with_capacity(stored.items.len());
+        for (item_fp, item) in stored.items.iter() {
             let index = fp.items.iter().position(|f| f == item_fp)?;
             out.push(GeneratePatchesResponseItem {
                 uid: uids.get(index)?.to_string(),
@@ -109,6 +188,10 @@ impl PatchCache {
         uids: &[&str],
         items: &[GeneratePatchesResponseItem],
     ) {
+        let bytes = ANSWER_OVERHEAD + items.iter().map(item_bytes).sum::<u64>();
+        if bytes > self.limits.max_answer_bytes {
+            return;
+        }
         let mut stored = Vec::with_capacity(items.len());
         for item in items {
             let Some(index) = uids.iter().position(|u| *u == item.uid) else {
@@ -119,6 +202,12 @@ impl PatchCache {
             };
             stored.push((*item_fp, item.clone()));
         }
-        self.entries.insert(key, Arc::new(stored));
+        self.entries.insert(
+            key,
+            Arc::new(Answer {
+                items: stored,
+                weight: bytes,
+            }),
+        );
     }
 }

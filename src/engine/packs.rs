@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::cache::PatchCache;
+use super::cache::{CacheLimits, PatchCache};
 use super::fingerprint::{Fingerprint, GeneratePatchesWire};
 use super::pack::{self, Pack, PackError};
 use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchAnswer, PatchEngine};
@@ -50,9 +50,16 @@ impl PackEngine {
         }
     }
 
-    /// Keeps up to `entries` GeneratePatches answers (see [`PatchCache`]); 0 keeps none.
-    pub fn with_patch_cache(mut self, entries: usize) -> PackEngine {
-        self.cache = (entries > 0).then(|| Arc::new(PatchCache::new(entries)));
+    /// Keeps up to `entries` GeneratePatches answers (see [`PatchCache`]) within the
+    /// default byte limits; 0 keeps none.
+    pub fn with_patch_cache(self, entries: usize) -> PackEngine {
+        self.with_patch_cache_limits(CacheLimits::entries(entries))
+    }
+
+    /// Keeps GeneratePatches answers within `limits`; 0 entries or bytes keeps none.
+    pub fn with_patch_cache_limits(mut self, limits: CacheLimits) -> PackEngine {
+        self.cache =
+            (limits.entries > 0 && limits.bytes > 0).then(|| Arc::new(PatchCache::new(limits)));
         self
     }
 

@@ -375,10 +375,7 @@ mod tests {
         // Skipped without recursion (no stack to overflow) and without a tree; the
         // request is then refused for what it lacks.
         let e = dec(&body).unwrap_err();
-        assert!(
-            e.to_string().contains("missing field `cluster`"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("missing field `cluster`"), "{e}");
         // Where the nesting is in a field that is decoded, serde_json's depth limit
         // refuses it.
         let body = format!(

@@ -102,8 +102,7 @@ async fn handle(
         }
     };
     // Handlers must not panic; if one ever does, the caller still gets a protocol answer.
-    let call =
-        std::panic::AssertUnwindSafe(s.app.call(hook, &handler, &held.bytes)).catch_unwind();
+    let call = std::panic::AssertUnwindSafe(s.app.call(hook, &handler, &held.bytes)).catch_unwind();
     match call.await {
         Ok(reply) => ok_json(reply.body),
         Err(_) => {

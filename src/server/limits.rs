@@ -33,7 +33,9 @@ pub enum BodyError {
     TooLarge { limit: usize },
     #[error("the request body did not arrive within {0:?}")]
     Timeout(Duration),
-    #[error("the server is busy: request bodies in flight would exceed {limit} bytes; retry later")]
+    #[error(
+        "the server is busy: request bodies in flight would exceed {limit} bytes; retry later"
+    )]
     Busy { limit: usize },
     #[error("reading the request body failed: {0}")]
     Read(String),
@@ -229,8 +231,10 @@ mod tests {
     }
 
     fn chunked(parts: &[&'static str]) -> Body {
-        let chunks: Vec<Result<Bytes, std::io::Error>> =
-            parts.iter().map(|p| Ok(Bytes::from_static(p.as_bytes()))).collect();
+        let chunks: Vec<Result<Bytes, std::io::Error>> = parts
+            .iter()
+            .map(|p| Ok(Bytes::from_static(p.as_bytes())))
+            .collect();
         Body::from_stream(stream::iter(chunks))
     }
 
@@ -251,7 +255,10 @@ mod tests {
         let l = limits(10, 100);
         let err = l.read(chunked(&["x"]), Some(11)).await.unwrap_err();
         assert_eq!(err, BodyError::TooLarge { limit: 10 });
-        let err = l.read(chunked(&["0123456", "789ab"]), None).await.unwrap_err();
+        let err = l
+            .read(chunked(&["0123456", "789ab"]), None)
+            .await
+            .unwrap_err();
         assert_eq!(err, BodyError::TooLarge { limit: 10 });
         assert_eq!(l.in_flight.available_permits(), 100);
     }
@@ -267,7 +274,10 @@ mod tests {
         assert_eq!(err, BodyError::Busy { limit: 10 });
         assert_eq!(l.metrics.in_flight_bytes.get(), 6);
         drop(first);
-        let again = l.read(chunked(&["12345"]), Some(5)).await.expect("room again");
+        let again = l
+            .read(chunked(&["12345"]), Some(5))
+            .await
+            .expect("room again");
         assert_eq!(again.bytes, b"12345");
     }
 
@@ -294,6 +304,9 @@ mod tests {
         tokio::time::advance(Duration::from_secs(5)).await;
         drop(g);
         let after = a.idle_at(idle).expect("request over");
-        assert!(after >= opened + Duration::from_secs(5), "{after:?} vs {opened:?}");
+        assert!(
+            after >= opened + Duration::from_secs(5),
+            "{after:?} vs {opened:?}"
+        );
     }
 }

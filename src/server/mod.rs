@@ -118,10 +118,8 @@ impl HookServer {
             }
             None => None,
         };
-        let tls_config = tls::server_config(
-            resolver.clone(),
-            client_ca.as_ref().map(|(_, v)| v.clone()),
-        )?;
+        let tls_config =
+            tls::server_config(resolver.clone(), client_ca.as_ref().map(|(_, v)| v.clone()))?;
         let listener =
             TcpListener::bind(args.listen)
                 .await
