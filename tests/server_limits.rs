@@ -422,7 +422,7 @@ async fn connections_without_requests_are_closed_after_the_idle_timeout() {
     let mut silent = tls_connect(&srv, &ca, b"http/1.1").await.expect("TLS");
     let tls = tls_connect(&srv, &ca, b"h2").await.expect("TLS");
     let (send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
-    let h2_conn = tokio::spawn(async move { conn.await });
+    let h2_conn = tokio::spawn(conn);
     let mut send = send.ready().await.expect("ready");
     let req =
         http::Request::post("https://localhost/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery")
