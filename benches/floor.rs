@@ -5,10 +5,17 @@
 //!
 //! `cargo bench --bench floor -- 127.0.0.1:9444 /tmp/floor` serves until killed, writing
 //! its CA bundle to /tmp/floor/ca.crt.
+//!
+//! With `FLOOR_ANSWERS=DIR`, a path whose answer file `DIR/<hook>_<handler>.json` (or
+//! `DIR/<hook>.json`) exists is answered with that file after the body is parsed, so
+//! the floor writes as many bytes as `stackhook serve` does (the load scripts save
+//! stackhook's own answers there); other paths get the re-encoded body.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
@@ -21,12 +28,38 @@ use stackhook::server::tls;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-async fn echo(body: Bytes) -> (StatusCode, Vec<u8>) {
+type Answers = Arc<HashMap<String, Bytes>>;
+
+async fn echo(answers: Answers, key: String, body: Bytes) -> (StatusCode, Bytes) {
     let v: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => serde_json::json!({"status": "Failure", "message": e.to_string()}),
     };
-    (StatusCode::OK, serde_json::to_vec(&v).unwrap_or_default())
+    if let Some(answer) = answers.get(&key) {
+        // Parsed like stackhook parses it; the answer is as long as stackhook's.
+        std::hint::black_box(&v);
+        return (StatusCode::OK, answer.clone());
+    }
+    (
+        StatusCode::OK,
+        Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+    )
+}
+
+fn load_answers() -> HashMap<String, Bytes> {
+    let Some(dir) = std::env::var_os("FLOOR_ANSWERS") else {
+        return HashMap::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return HashMap::new();
+    };
+    entries
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let key = path.file_stem()?.to_str()?.to_string();
+            Some((key, Bytes::from(std::fs::read(&path).ok()?)))
+        })
+        .collect()
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -46,14 +79,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (_, ck) = tls::CertFiles::load(cert, key)?;
     let cfg = tls::server_config(tls::ReloadingResolver::new(ck), None)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let answers: Answers = Arc::new(load_answers());
+    println!("floor: {} answer files", answers.len());
+    let one = answers.clone();
+    let two = answers;
     let app = Router::new()
         .route(
             "/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}",
-            post(echo),
+            post(move |Path(hook): Path<String>, body: Bytes| echo(one.clone(), hook, body)),
         )
         .route(
             "/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}/{name}",
-            post(echo),
+            post(
+                move |Path((hook, name)): Path<(String, String)>, body: Bytes| {
+                    echo(two.clone(), format!("{hook}_{name}"), body)
+                },
+            ),
         );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

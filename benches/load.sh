@@ -5,12 +5,16 @@
 # The GeneratePatches case posts benches/bodies/$GP_BODY.json to handler $GP_HANDLER, e.g.
 #   GP_BODY=generate-patches-12 GP_HANDLER=openstack-generate-patches bash benches/load.sh 10 32
 # (12 templates, 20 variables, through the embedded openstack pack).
+# MISS_PERCENT=N gives N % of the requests a settings value never sent before, so only
+# the rest can be answered from the cache (see benches/wrk-post.lua).
+# The floor answers with stackhook's own answer bytes for each case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 CONNS=${2:-32}
 THREADS=${THREADS:-1}  # one wrk thread leaves the server most of the 2nd core
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
 # SKIP_BUILD=1 uses the binaries already built (e.g. while other builds are paused).
 if [ -z "${SKIP_BUILD:-}" ]; then
   cargo build --release --bin stackhook --bench floor >/dev/null 2>&1 || cargo build --release --bin stackhook --bench floor
@@ -23,19 +27,27 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 "$TARGET/release/stackhook" serve --listen 127.0.0.1:19443 --admin-listen 127.0.0.1:18080 \
   --self-signed-dir "$WORK/sh" --capi-version 1.14 ${STACKHOOK_EXTRA_ARGS:-} >"$WORK/sh.log" 2>&1 &
 SH_PID=$!
-"$FLOOR" 127.0.0.1:19444 "$WORK/floor" >"$WORK/floor.log" 2>&1 &
-FLOOR_PID=$!
-for _ in $(seq 50); do
-  curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && grep -q listening "$WORK/floor.log" && break
-  sleep 0.2
+for _ in $(seq 100); do curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+
+P=/hooks.runtime.cluster.x-k8s.io/v1alpha1
+CASES=("discovery:$P/discovery"
+       "before-cluster-upgrade:$P/beforeclusterupgrade/before-cluster-upgrade"
+       "${GP_BODY:-generate-patches-empty}:$P/generatepatches/${GP_HANDLER:-generate-patches}")
+# stackhook's own answers, so the floor writes as many bytes (see benches/floor.rs).
+mkdir -p "$WORK/answers"
+for case in "${CASES[@]}"; do
+  body=${case%%:*}; path=${case#*:}
+  key=${path#"$P"/}; key=${key//\//_}
+  curl -sf --cacert "$WORK/sh/ca.crt" --data-binary "@benches/bodies/$body.json" \
+    "https://localhost:19443$path" -o "$WORK/answers/$key.json"
 done
+FLOOR_ANSWERS="$WORK/answers" "$FLOOR" 127.0.0.1:19444 "$WORK/floor" >"$WORK/floor.log" 2>&1 &
+FLOOR_PID=$!
+for _ in $(seq 50); do grep -q listening "$WORK/floor.log" && break; sleep 0.1; done
 
 rss() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
-P=/hooks.runtime.cluster.x-k8s.io/v1alpha1
 printf '| body | server | req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n'
-for case in "discovery:$P/discovery" \
-            "before-cluster-upgrade:$P/beforeclusterupgrade/before-cluster-upgrade" \
-            "${GP_BODY:-generate-patches-empty}:$P/generatepatches/${GP_HANDLER:-generate-patches}"; do
+for case in "${CASES[@]}"; do
   body=${case%%:*}; path=${case#*:}
   for srv in stackhook:19443 floor:19444; do
     name=${srv%%:*}; port=${srv#*:}

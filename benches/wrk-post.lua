@@ -18,9 +18,18 @@ for v = 1, variants do
   end)
 end
 
+-- $MISS_PERCENT of the requests (default 0) get a settings value never sent before
+-- ("production" becomes "production-<n>"), so no answer cache can have them.
+local miss_percent = tonumber(os.getenv("MISS_PERCENT") or "0")
 local counter = 0
+local sent = 0
 request = function()
   counter = counter % variants + 1
+  sent = sent + 1
+  if sent % 100 < miss_percent then
+    local unique = bodies[counter]:gsub('"production"', '"production-' .. sent .. '"', 1)
+    return wrk.format(nil, nil, nil, unique)
+  end
   return wrk.format(nil, nil, nil, bodies[counter])
 end
 
