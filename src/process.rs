@@ -18,6 +18,7 @@ use crate::config::{HandlerConfig, ServeArgs};
 use crate::controller::capi::CapiResources;
 use crate::controller::cluster::{self, ClusterContext, Timing};
 use crate::controller::leader::{self, LeaderElector, LeaseSettings};
+use crate::controller::machine::{self, MachineContext};
 use crate::controller::{cloud, ControllerConfig, StartError};
 use crate::engine::PatchEngine;
 use crate::hooks::{hold::HoldHandler, ClusterResults, Registry};
@@ -192,7 +193,7 @@ async fn start_controllers(
     } else {
         None
     };
-    let infra = cloud::cluster_infra(&cfg);
+    let (infra, machine_infra) = cloud::infra(&cfg);
     let capi = match CapiResources::discover(&client).await {
         Ok(c) => c,
         Err(e) => {
@@ -204,8 +205,15 @@ async fn start_controllers(
     let ctx = Arc::new(ClusterContext::new(
         client.clone(),
         infra,
-        capi,
+        capi.clone(),
         results.clone(),
+        metrics.clone(),
+        Timing::default(),
+    ));
+    let machine_ctx = Arc::new(MachineContext::new(
+        client.clone(),
+        machine_infra,
+        capi,
         metrics.clone(),
         Timing::default(),
     ));
@@ -216,16 +224,24 @@ async fn start_controllers(
             let elector = LeaderElector::new(client, settings);
             leader::run_elected(elector, metrics.leader.clone(), shutdown, move |stop| {
                 let ctx = ctx.clone();
+                let machine_ctx = machine_ctx.clone();
                 let namespace = namespace.clone();
                 let results = results.clone();
                 async move {
-                    cluster::run(
-                        ctx,
-                        namespace.as_deref(),
-                        concurrency,
-                        leader::stopped(stop),
-                    )
-                    .await;
+                    tokio::join!(
+                        cluster::run(
+                            ctx,
+                            namespace.as_deref(),
+                            concurrency,
+                            leader::stopped(stop.clone()),
+                        ),
+                        machine::run(
+                            machine_ctx,
+                            namespace.as_deref(),
+                            concurrency,
+                            leader::stopped(stop),
+                        ),
+                    );
                     // Another replica writes from now on; do not serve stale entries.
                     results.clear();
                 }
@@ -234,13 +250,20 @@ async fn start_controllers(
         }
         None => {
             metrics.leader.set(1);
-            cluster::run(
-                ctx,
-                namespace.as_deref(),
-                concurrency,
-                leader::stopped(shutdown),
-            )
-            .await;
+            tokio::join!(
+                cluster::run(
+                    ctx,
+                    namespace.as_deref(),
+                    concurrency,
+                    leader::stopped(shutdown.clone()),
+                ),
+                machine::run(
+                    machine_ctx,
+                    namespace.as_deref(),
+                    concurrency,
+                    leader::stopped(shutdown),
+                ),
+            );
             metrics.leader.set(0);
         }
     }

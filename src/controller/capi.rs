@@ -66,12 +66,43 @@ pub fn owner_cluster_name(osc: &OpenStackCluster) -> Option<String> {
 
 /// CAPI's pause rule: `spec.paused` on the Cluster, or the paused annotation
 /// on the object itself.
-pub fn is_paused(cluster: Option<&DynamicObject>, osc: &OpenStackCluster) -> bool {
+pub fn is_paused(cluster: Option<&DynamicObject>, obj: &impl ResourceExt) -> bool {
     let cluster_paused = cluster
         .and_then(|c| c.data.pointer("/spec/paused"))
         .and_then(|v| v.as_bool())
         .unwrap_or(false);
-    cluster_paused || osc.annotations().contains_key(PAUSED_ANNOTATION)
+    cluster_paused || obj.annotations().contains_key(PAUSED_ANNOTATION)
+}
+
+/// Whether the Cluster's infrastructure is provisioned: v1beta1
+/// `status.infrastructureReady`, v1beta2 `status.initialization.infrastructureProvisioned`.
+pub fn infrastructure_ready(cluster: &DynamicObject) -> bool {
+    let flag = |p: &str| cluster.data.pointer(p).and_then(|v| v.as_bool());
+    flag("/status/initialization/infrastructureProvisioned")
+        .or_else(|| flag("/status/infrastructureReady"))
+        .unwrap_or(false)
+}
+
+/// The name of the CAPI Machine that owns `obj`, once CAPI has set the reference.
+pub fn owner_machine_name(obj: &impl ResourceExt) -> Option<String> {
+    obj.owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.split('/').next() == Some(GROUP))
+        .map(|o| o.name.clone())
+}
+
+/// The OpenStackMachine a Machine points at through `spec.infrastructureRef`.
+pub fn machine_infrastructure_ref(
+    machine: &DynamicObject,
+) -> Option<ObjectRef<crate::infra::api::OpenStackMachine>> {
+    use crate::infra::api::OpenStackMachine;
+    let r = machine.data.pointer("/spec/infrastructureRef")?;
+    if r.get("kind")?.as_str()? != OpenStackMachine::kind(&()) {
+        return None;
+    }
+    let name = r.get("name")?.as_str()?;
+    let namespace = machine.namespace()?;
+    Some(ObjectRef::new(name).within(&namespace))
 }
 
 /// The OpenStackCluster a Cluster points at through `spec.infrastructureRef`

@@ -1,14 +1,25 @@
-//! The one place that decides which cloud half the controllers drive.
+//! The one place that decides which cloud halves the controllers drive.
+
+use std::sync::Arc;
+
+use stackhook_openstack::ClientCache;
 
 use super::ControllerConfig;
 use crate::infra::cluster::{OpenStackClusterInfra, PlatformConfig};
-use crate::infra::seam::ClusterInfra;
+use crate::infra::machine::OpenStackMachineInfra;
+use crate::infra::seam::{ClusterInfra, MachineInfra};
 
-/// The cloud half used by `stackhook serve --controllers`: the real OpenStack one,
-/// with the platform facts (NTP, management VIP) no OpenStack API provides.
-pub fn cluster_infra(cfg: &ControllerConfig) -> impl ClusterInfra {
-    OpenStackClusterInfra::new(PlatformConfig {
-        ntp_server: cfg.ntp_server.clone(),
-        management_vip: cfg.management_vip.clone(),
-    })
+/// The cloud halves used by `stackhook serve --controllers`: the real OpenStack ones,
+/// sharing one client cache, with the platform facts (NTP, management VIP) no
+/// OpenStack API provides.
+pub fn infra(cfg: &ControllerConfig) -> (impl ClusterInfra, impl MachineInfra) {
+    let clouds = Arc::new(ClientCache::new());
+    let cluster = OpenStackClusterInfra::with_clouds(
+        PlatformConfig {
+            ntp_server: cfg.ntp_server.clone(),
+            management_vip: cfg.management_vip.clone(),
+        },
+        clouds.clone(),
+    );
+    (cluster, OpenStackMachineInfra::with_clouds(clouds))
 }

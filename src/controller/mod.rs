@@ -9,6 +9,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod identity;
 pub mod leader;
+pub mod machine;
 pub mod status;
 
 use std::path::PathBuf;

@@ -1,12 +1,16 @@
-//! Status writes of the OpenStackCluster controller: the [`StatusSink`] the
-//! cloud half calls after every create, and the minimal JSON merge
-//! patch (RFC 7396) between what was last written and what is wanted.
+//! Status writes of the OpenStack controllers: the [`StatusSink`] the cloud half
+//! calls after every create, and the minimal JSON merge patch (RFC 7396) between
+//! what was last written and what is wanted.
 
+use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::sync::Mutex;
 
 use kube::api::{Patch, PatchParams};
-use kube::Api;
+use kube::{Api, Resource};
 use prometheus_client::metrics::counter::Counter;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::infra::api::{OpenStackCluster, OpenStackClusterStatus};
@@ -43,23 +47,24 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
     }
 }
 
-/// Writes `/status` of one OpenStackCluster with merge patches against the
-/// last status it wrote, so a write carries only what changed and clears
+/// Writes `/status` of one object of kind `K` (status type `S`) with merge patches
+/// against the last status it wrote, so a write carries only what changed and clears
 /// what the new status no longer has.
-pub struct PatchStatusSink {
-    api: Api<OpenStackCluster>,
+pub struct PatchStatusSink<K = OpenStackCluster, S = OpenStackClusterStatus> {
+    api: Api<K>,
     name: String,
     last: Mutex<Value>,
     writes: Option<Counter>,
+    status: PhantomData<fn() -> S>,
 }
 
-impl PatchStatusSink {
+impl<K, S> PatchStatusSink<K, S>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    S: Serialize + DeserializeOwned + Default,
+{
     /// `current` is the status of the object as read (or `None`).
-    pub fn new(
-        api: Api<OpenStackCluster>,
-        name: &str,
-        current: Option<&OpenStackClusterStatus>,
-    ) -> PatchStatusSink {
+    pub fn new(api: Api<K>, name: &str, current: Option<&S>) -> PatchStatusSink<K, S> {
         let last = current
             .and_then(|s| serde_json::to_value(s).ok())
             .unwrap_or_else(|| Value::Object(Map::new()));
@@ -68,23 +73,24 @@ impl PatchStatusSink {
             name: name.to_string(),
             last: Mutex::new(last),
             writes: None,
+            status: PhantomData,
         }
     }
 
     /// Counts every request this sink sends in `writes`.
-    pub fn counting(mut self, writes: Counter) -> PatchStatusSink {
+    pub fn counting(mut self, writes: Counter) -> PatchStatusSink<K, S> {
         self.writes = Some(writes);
         self
     }
 
     /// The last status written (or read), for building the next one.
-    pub fn last(&self) -> OpenStackClusterStatus {
+    pub fn last(&self) -> S {
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
         serde_json::from_value(last).unwrap_or_default()
     }
 
     /// Writes `status`; no request when nothing changed.
-    pub async fn write(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
+    pub async fn write(&self, status: &S) -> Result<(), SinkError> {
         let new = serde_json::to_value(status).map_err(|e| SinkError(e.to_string()))?;
         let diff = {
             let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
@@ -106,8 +112,12 @@ impl PatchStatusSink {
     }
 }
 
-impl StatusSink for PatchStatusSink {
-    async fn save(&self, status: &OpenStackClusterStatus) -> Result<(), SinkError> {
+impl<K, S> StatusSink<S> for PatchStatusSink<K, S>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync,
+    S: Serialize + DeserializeOwned + Default + Sync,
+{
+    async fn save(&self, status: &S) -> Result<(), SinkError> {
         self.write(status).await
     }
 }

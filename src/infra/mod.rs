@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cluster;
 pub mod conditions;
+pub mod machine;
 pub mod seam;
 
 pub use api::{crds, crds_yaml};

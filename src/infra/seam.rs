@@ -10,7 +10,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::api::{OpenStackCluster, OpenStackClusterStatus};
+use super::api::{
+    OpenStackCluster, OpenStackClusterStatus, OpenStackMachine, OpenStackMachineStatus,
+};
 
 /// The identityRef Secret, already read from the object's namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,12 +42,10 @@ pub struct ClusterScope {
     pub machines_remaining: usize,
 }
 
-/// Writes the status of the object being reconciled, immediately.
-pub trait StatusSink: Send + Sync {
-    fn save(
-        &self,
-        status: &OpenStackClusterStatus,
-    ) -> impl Future<Output = Result<(), SinkError>> + Send;
+/// Writes the status of the object being reconciled, immediately. `S` is the status
+/// type of the kind (the cluster's unless said otherwise).
+pub trait StatusSink<S = OpenStackClusterStatus>: Send + Sync {
+    fn save(&self, status: &S) -> impl Future<Output = Result<(), SinkError>> + Send;
 }
 
 /// A status write failed; the reconcile stops and is retried.
@@ -108,5 +108,58 @@ pub trait ClusterInfra: Send + Sync + 'static {
         cluster: &OpenStackCluster,
         identity: &IdentitySecret,
         sink: &impl StatusSink,
+    ) -> impl Future<Output = Result<DeleteProgress, InfraError>> + Send;
+}
+
+/// Facts the machine's cloud half needs from outside the OpenStackMachine: the CAPI
+/// Machine, its Cluster and the cluster's infrastructure as the cluster controller
+/// left it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineScope {
+    pub namespace: String,
+    /// The CAPI Cluster's name (server groups and tags derive from it).
+    pub cluster_name: String,
+    /// The CAPI Machine's name.
+    pub machine_name: String,
+    /// The Machine is part of the control plane (`cluster.x-k8s.io/control-plane`).
+    pub control_plane: bool,
+    /// The MachineDeployment it belongs to, if any (names its server group).
+    pub deployment: Option<String>,
+    /// `spec.failureDomain` of the Machine: the Nova availability zone.
+    pub failure_domain: Option<String>,
+    /// The bootstrap data (`value` of the Machine's bootstrap Secret), sent as
+    /// user_data; `None` on deletion.
+    pub bootstrap_data: Option<Vec<u8>>,
+    /// The cluster's infrastructure: network, security groups, load balancer.
+    pub cluster: OpenStackCluster,
+}
+
+/// What the machine's cloud half decided after one pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineOutcome {
+    pub status: OpenStackMachineStatus,
+    /// `spec.providerID` to set when it is not set yet.
+    pub provider_id: Option<String>,
+    /// `None` when converged; otherwise check again after this long (BUILD, a volume
+    /// being created, Octavia PENDING_*).
+    pub requeue_after: Option<Duration>,
+}
+
+/// The cloud half of the OpenStackMachine controller.
+pub trait MachineInfra: Send + Sync + 'static {
+    fn reconcile(
+        &self,
+        scope: &MachineScope,
+        machine: &OpenStackMachine,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink<OpenStackMachineStatus>,
+    ) -> impl Future<Output = Result<MachineOutcome, InfraError>> + Send;
+
+    fn delete(
+        &self,
+        scope: &MachineScope,
+        machine: &OpenStackMachine,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink<OpenStackMachineStatus>,
     ) -> impl Future<Output = Result<DeleteProgress, InfraError>> + Send;
 }

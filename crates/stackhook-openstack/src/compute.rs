@@ -54,6 +54,15 @@ pub struct Flavor {
     pub id: String,
     #[serde(default)]
     pub name: String,
+    /// Cores; node reservations scale with them.
+    #[serde(default)]
+    pub vcpus: u64,
+    /// Memory in MiB.
+    #[serde(default)]
+    pub ram: u64,
+    /// Root disk in GiB (0: the image's size, or boot from volume).
+    #[serde(default)]
+    pub disk: u64,
 }
 
 /// One address of a server, from its `addresses` map.
@@ -94,6 +103,12 @@ pub struct Server {
     pub key_name: Option<String>,
     #[serde(default)]
     pub fault: Option<ServerFault>,
+    /// The zone Nova placed it in.
+    #[serde(default, rename = "OS-EXT-AZ:availability_zone")]
+    pub availability_zone: Option<String>,
+    /// Base64 user data; shown to admins only.
+    #[serde(default, rename = "OS-EXT-SRV-ATTR:user_data")]
+    pub user_data: Option<String>,
 }
 
 /// The Nova calls the cluster flow needs.
@@ -111,8 +126,9 @@ pub trait Compute: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Server>, OsError>> + Send;
     /// One server; a 404 means it is gone.
     fn server(&self, id: &str) -> impl Future<Output = Result<Server, OsError>> + Send;
-    /// `body` is the object without its `{"server": ...}` envelope; the
-    /// answer holds only the ID.
+    /// `body` is the object without its `{"server": ...}` envelope (scheduler
+    /// hints may be given in it under [`SCHEDULER_HINTS_KEY`]); the answer holds
+    /// only the ID.
     fn create_server(
         &self,
         body: Value,
@@ -153,7 +169,7 @@ impl Compute for Nova {
     }
 
     async fn flavors(&self) -> Result<Vec<Flavor>, OsError> {
-        let path = "/flavors";
+        let path = "/flavors/detail";
         take(self.get_json(path, &[]).await?, "flavors", path)
     }
 
@@ -173,7 +189,7 @@ impl Compute for Nova {
 
     async fn create_server(&self, body: Value, microversion: &str) -> Result<String, OsError> {
         let path = "/servers";
-        let body = json!({ "server": body });
+        let body = server_envelope(body);
         let v = self
             .call(Method::POST, path, &[], Some(&body), microversion)
             .await?
@@ -191,6 +207,22 @@ impl Compute for Nova {
             .map(drop)
     }
 }
+
+/// `{"server": body}`, with `os:scheduler_hints` moved out of `body` to sit beside
+/// the server object, where Nova reads it.
+pub fn server_envelope(mut body: Value) -> Value {
+    let hints = body
+        .as_object_mut()
+        .and_then(|o| o.remove(SCHEDULER_HINTS_KEY));
+    let mut envelope = json!({ "server": body });
+    if let Some(h) = hints.filter(|h| h.as_object().is_some_and(|o| !o.is_empty())) {
+        envelope[SCHEDULER_HINTS_KEY] = h;
+    }
+    envelope
+}
+
+/// Key of the scheduler hints (server group, custom filters) in a create body.
+pub const SCHEDULER_HINTS_KEY: &str = "os:scheduler_hints";
 
 /// Server groups belong to the machine flow, which the cluster reconcile
 /// does not drive, so they stay off the [`Compute`] trait.
@@ -306,6 +338,17 @@ mod tests {
         assert_eq!(zones.len(), 2);
         assert!(zones[0].available && !zones[1].available);
         assert!(parse_zones(Some(&json!({}))).is_none());
+    }
+
+    #[test]
+    fn scheduler_hints_sit_beside_the_server() {
+        let e = server_envelope(json!({"name": "m", SCHEDULER_HINTS_KEY: {"group": "g"}}));
+        assert_eq!(
+            e,
+            json!({"server": {"name": "m"}, SCHEDULER_HINTS_KEY: {"group": "g"}})
+        );
+        let e = server_envelope(json!({"name": "m", SCHEDULER_HINTS_KEY: {}}));
+        assert_eq!(e, json!({"server": {"name": "m"}}));
     }
 
     #[test]

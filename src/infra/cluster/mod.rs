@@ -20,6 +20,7 @@ mod fake;
 #[cfg(test)]
 mod faults;
 mod network;
+pub(crate) use network::tag_query;
 pub mod rules;
 mod security_groups;
 
@@ -80,6 +81,16 @@ impl CloudSource for ClientCache {
             region: identity.region.clone(),
         };
         self.get_or_create(key, &identity.clouds_yaml, identity.cacert.as_deref())
+    }
+}
+
+/// One cache shared by the cluster and machine controllers, so both use one session
+/// (and token) per identity.
+impl CloudSource for Arc<ClientCache> {
+    type Clients = Clients;
+
+    fn clients_for(&self, identity: &IdentitySecret) -> Result<Arc<Clients>, OsError> {
+        self.as_ref().clients_for(identity)
     }
 }
 

@@ -18,7 +18,7 @@ const ROUTER_INTERFACE_OWNERS: &[&str] = &[
 ];
 
 /// Neutron list filters for a tag filter.
-pub(super) fn tag_query(q: &mut Vec<(&'static str, String)>, t: &FilterByNeutronTags) {
+pub(crate) fn tag_query(q: &mut Vec<(&'static str, String)>, t: &FilterByNeutronTags) {
     if !t.tags.is_empty() {
         q.push(("tags", t.tags.join(",")));
     }

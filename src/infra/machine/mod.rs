@@ -1,0 +1,922 @@
+//! The cloud half of the OpenStackMachine controller: CAPO's machine flow (resolve
+//! image, flavor and ports; create the ports, the server with the bootstrap data;
+//! register control-plane servers with the API load balancer) and its reverse.
+//!
+//! Same crash rules as the cluster flow: every create is written to status through
+//! the sink before the next step, and every resource is looked up by its
+//! deterministic name (and our ownership marker) before one is created, so a pass
+//! that dies anywhere never leaves a second server or port behind. Nova, Cinder and
+//! Octavia are never polled: BUILD, `creating` and PENDING_* come back as a requeue.
+
+pub mod reserve;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use stackhook_openstack::compute::{
+    Compute, Server, BASE_MICROVERSION, SCHEDULER_HINTS_KEY, SERVER_TAGS_MICROVERSION,
+};
+use stackhook_openstack::image::Images;
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::{ClientCache, CloudClients};
+
+use crate::infra::api::extensions::{MachineStatusExtensions, NodeResources};
+use crate::infra::api::machine::OpenStackMachineSpec;
+use crate::infra::api::names::{port_name, provider_id, ClusterNames};
+use crate::infra::api::types::{
+    ImageParam, MachineResources, NodeAddress, PortStatus, ResolvedFixedIp, ResolvedPortSpec,
+};
+use crate::infra::api::{OpenStackMachine, OpenStackMachineStatus};
+use crate::infra::cluster::{os, owner_tag, tag_query, user, CloudSource, OWNER_METADATA_KEY};
+use crate::infra::seam::{
+    DeleteProgress, IdentitySecret, InfraError, MachineInfra, MachineOutcome, MachineScope,
+    StatusSink,
+};
+use reserve::ReservePolicy;
+
+/// While Nova builds or deletes a server (CAPO requeues after 15 s; a server usually
+/// needs a few).
+pub const SERVER_REQUEUE: Duration = Duration::from_secs(5);
+
+/// `MachineInfra` on OpenStack: by default a real one, through cached clients.
+pub struct OpenStackMachineInfra<C = ClientCache> {
+    clouds: C,
+    reserve: ReservePolicy,
+}
+
+impl OpenStackMachineInfra {
+    pub fn new() -> Self {
+        Self::with_clouds(ClientCache::new())
+    }
+}
+
+impl Default for OpenStackMachineInfra {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C: CloudSource> OpenStackMachineInfra<C> {
+    pub fn with_clouds(clouds: C) -> Self {
+        Self {
+            clouds,
+            reserve: ReservePolicy::default(),
+        }
+    }
+
+    /// Replaces the node reservation policy.
+    pub fn with_reserve_policy(mut self, reserve: ReservePolicy) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
+    /// The clients for an identity; exposed so callers can read request counts.
+    pub fn clients_for(&self, identity: &IdentitySecret) -> Result<Arc<C::Clients>, InfraError> {
+        self.clouds
+            .clients_for(identity)
+            .map_err(|e| user("InvalidCloudConfig", e.to_string()))
+    }
+}
+
+impl<C: CloudSource> MachineInfra for OpenStackMachineInfra<C> {
+    async fn reconcile(
+        &self,
+        scope: &MachineScope,
+        machine: &OpenStackMachine,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink<OpenStackMachineStatus>,
+    ) -> Result<MachineOutcome, InfraError> {
+        let clients = self.clients_for(identity)?;
+        let mut pass = MachinePass::new(&*clients, scope, machine, sink);
+        match pass.run(identity, &self.reserve).await {
+            Err(InfraError::User { reason, message }) => {
+                pass.status
+                    .failure_reason
+                    .get_or_insert_with(|| reason.clone());
+                pass.status
+                    .failure_message
+                    .get_or_insert_with(|| message.clone());
+                if let Err(e) = pass.save().await {
+                    tracing::warn!(error = %e, "could not record the failure in status");
+                }
+                Err(InfraError::User { reason, message })
+            }
+            other => other,
+        }
+    }
+
+    async fn delete(
+        &self,
+        scope: &MachineScope,
+        machine: &OpenStackMachine,
+        identity: &IdentitySecret,
+        sink: &impl StatusSink<OpenStackMachineStatus>,
+    ) -> Result<DeleteProgress, InfraError> {
+        let clients = self.clients_for(identity)?;
+        let mut pass = MachinePass::new(&*clients, scope, machine, sink);
+        pass.delete_all().await
+    }
+}
+
+/// `^name$` with the regex metacharacters Nova would interpret escaped.
+pub(crate) fn name_regex(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('^');
+    for c in name.chars() {
+        if ".^$*+?()[]{}|\\".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
+}
+
+/// One pass over one machine.
+struct MachinePass<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> {
+    clients: &'a C,
+    scope: &'a MachineScope,
+    spec: &'a OpenStackMachineSpec,
+    /// The server's name: the OpenStackMachine's, as CAPO names it.
+    name: String,
+    names: ClusterNames,
+    /// The cluster's tags plus our ownership tag (on ports and the server).
+    tags: Vec<String>,
+    owner: String,
+    region: Option<String>,
+    status: OpenStackMachineStatus,
+    /// The status as the pass found it.
+    initial: OpenStackMachineStatus,
+    sink: &'a S,
+    requeue: Option<Duration>,
+}
+
+impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a, C, S> {
+    fn new(
+        clients: &'a C,
+        scope: &'a MachineScope,
+        machine: &'a OpenStackMachine,
+        sink: &'a S,
+    ) -> Self {
+        let names = ClusterNames::new(scope.namespace.clone(), scope.cluster_name.clone());
+        let owner = owner_tag(&names);
+        let mut tags = scope.cluster.spec.tags.clone();
+        for t in machine.spec.tags.iter().chain(std::iter::once(&owner)) {
+            if !tags.contains(t) {
+                tags.push(t.clone());
+            }
+        }
+        let region = machine
+            .spec
+            .identity_ref
+            .as_ref()
+            .and_then(|i| i.region.clone())
+            .or_else(|| scope.cluster.spec.identity_ref.region.clone());
+        Self {
+            clients,
+            scope,
+            spec: &machine.spec,
+            name: machine.metadata.name.clone().unwrap_or_default(),
+            names,
+            tags,
+            owner,
+            region,
+            status: machine.status.clone().unwrap_or_default(),
+            initial: machine.status.clone().unwrap_or_default(),
+            sink,
+            requeue: None,
+        }
+    }
+
+    async fn save(&self) -> Result<(), InfraError> {
+        self.sink.save(&self.status).await.map_err(InfraError::Sink)
+    }
+
+    fn wait(&mut self, after: Duration) {
+        self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
+    }
+
+    async fn run(
+        &mut self,
+        _identity: &IdentitySecret,
+        reserve: &ReservePolicy,
+    ) -> Result<MachineOutcome, InfraError> {
+        if self.status.failure_reason.is_some() {
+            // CAPO's terminal failure: the Machine is to be replaced, not repaired.
+            return Ok(MachineOutcome {
+                status: self.status.clone(),
+                provider_id: None,
+                requeue_after: None,
+            });
+        }
+        let flavor = self.resolve().await?;
+        self.status
+            .extensions
+            .get_or_insert_with(MachineStatusExtensions::default)
+            .node_resources = BTreeMap::from([(
+            self.scope.machine_name.clone(),
+            NodeResources {
+                reserved: reserve.reserve(flavor.vcpus, flavor.ram),
+            },
+        )]);
+        let ports = self.ensure_ports().await?;
+        let Some(server) = self.ensure_server(&ports).await? else {
+            return Ok(self.outcome(None));
+        };
+        self.status.instance_id = Some(server.id.clone());
+        self.status.instance_state = Some(server.status.clone());
+        match server.status.as_str() {
+            "ACTIVE" => {}
+            "ERROR" => {
+                let fault = server
+                    .fault
+                    .as_ref()
+                    .map(|f| f.message.as_str())
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("no fault reported");
+                // As CAPO: a server in ERROR is a terminal failure of the Machine.
+                self.status.failure_reason = Some("UpdateError".into());
+                self.status.failure_message =
+                    Some(format!("instance state ERROR is unexpected: {fault}"));
+                self.status.ready = Some(false);
+                self.save().await?;
+                return Err(user(
+                    "InstanceStateError",
+                    format!("server {} is in ERROR: {fault}", server.id),
+                ));
+            }
+            other => {
+                tracing::debug!(server = %server.id, status = other, "waiting for the server");
+                self.wait(SERVER_REQUEUE);
+                self.save_if_changed().await?;
+                return Ok(self.outcome(None));
+            }
+        }
+        self.status.addresses = addresses(&self.name, &ports);
+        self.status.ready = Some(self.requeue.is_none());
+        let provider = provider_id(self.region.as_deref(), &server.id);
+        Ok(self.outcome(Some(provider)))
+    }
+
+    fn outcome(&self, provider_id: Option<String>) -> MachineOutcome {
+        MachineOutcome {
+            status: self.status.clone(),
+            provider_id,
+            requeue_after: self.requeue,
+        }
+    }
+
+    /// Writes status when a waiting pass changed it, so the object shows progress
+    /// (and stays quiet when nothing moved).
+    async fn save_if_changed(&self) -> Result<(), InfraError> {
+        if self.status == self.initial {
+            return Ok(());
+        }
+        self.save().await
+    }
+
+    /// Image, flavor and ports resolved to IDs once and kept in
+    /// `status.resolved`; the flavor's size is read each pass (for reservations).
+    async fn resolve(&mut self) -> Result<stackhook_openstack::compute::Flavor, InfraError> {
+        let mut resolved = self.status.resolved.clone().unwrap_or_default();
+        if resolved.image_id.is_none() {
+            resolved.image_id = Some(self.resolve_image(&self.spec.image).await?);
+        }
+        let flavors = self
+            .clients
+            .compute()
+            .flavors()
+            .await
+            .map_err(|e| os("FlavorNotFound", e))?;
+        let flavor = match (&self.spec.flavor_id, &self.spec.flavor) {
+            (Some(id), _) if !id.is_empty() => flavors.into_iter().find(|f| &f.id == id),
+            (_, Some(name)) => flavors.into_iter().find(|f| &f.name == name),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            user(
+                "FlavorNotFound",
+                format!(
+                    "no flavor matches {}",
+                    self.spec
+                        .flavor_id
+                        .as_deref()
+                        .or(self.spec.flavor.as_deref())
+                        .unwrap_or("(none given)")
+                ),
+            )
+        })?;
+        resolved.flavor_id = Some(flavor.id.clone());
+        if resolved.ports.is_empty() {
+            resolved.ports = self.resolve_ports().await?;
+        }
+        self.status.resolved = Some(resolved);
+        Ok(flavor)
+    }
+
+    async fn resolve_image(&self, image: &ImageParam) -> Result<String, InfraError> {
+        if let Some(id) = image.id.as_ref().filter(|id| !id.is_empty()) {
+            return Ok(id.clone());
+        }
+        let Some(filter) = &image.filter else {
+            return Err(user(
+                "ImageNotFound",
+                "spec.image needs an id or a filter (imageRef is not supported)",
+            ));
+        };
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(n) = &filter.name {
+            query.push(("name", n.clone()));
+        }
+        for t in &filter.tags {
+            query.push(("tag", t.clone()));
+        }
+        let images = self
+            .clients
+            .image()
+            .list(&query)
+            .await
+            .map_err(|e| os("ImageNotFound", e))?;
+        match images.as_slice() {
+            [one] => Ok(one.id.clone()),
+            [] => Err(user(
+                "ImageNotFound",
+                format!("no image matches the filter {filter:?}"),
+            )),
+            many => Err(user(
+                "ImageNotFound",
+                format!(
+                    "{} images match the filter {filter:?}; it must match one",
+                    many.len()
+                ),
+            )),
+        }
+    }
+
+    /// The ports to create, with networks, subnets and security groups as IDs. No
+    /// `ports` means one port on the cluster network, as CAPO does.
+    async fn resolve_ports(&self) -> Result<Vec<ResolvedPortSpec>, InfraError> {
+        let cluster_status = self.scope.cluster.status.clone().unwrap_or_default();
+        let default_network = cluster_status
+            .network
+            .as_ref()
+            .map(|n| n.network.id.clone());
+        let default_subnets: Vec<String> = cluster_status
+            .network
+            .as_ref()
+            .map(|n| n.subnets.iter().map(|s| s.id.clone()).collect())
+            .unwrap_or_default();
+        // The cluster's managed group for this role, then the machine's own.
+        let role_group = if self.scope.control_plane {
+            cluster_status.control_plane_security_group.as_ref()
+        } else {
+            cluster_status.worker_security_group.as_ref()
+        };
+        let mut machine_groups: Vec<String> =
+            role_group.map(|g| g.id.clone()).into_iter().collect();
+        for g in &self.spec.security_groups {
+            let id = self.resolve_security_group(g).await?;
+            if !machine_groups.contains(&id) {
+                machine_groups.push(id);
+            }
+        }
+        let requested = if self.spec.ports.is_empty() {
+            vec![Default::default()]
+        } else {
+            self.spec.ports.clone()
+        };
+        let mut out = Vec::with_capacity(requested.len());
+        for (i, p) in requested.iter().enumerate() {
+            let network_id = match &p.network {
+                Some(n) => match n.id.as_ref().filter(|id| !id.is_empty()) {
+                    Some(id) => id.clone(),
+                    None => self.resolve_network(n).await?,
+                },
+                None => default_network.clone().ok_or_else(|| {
+                    user(
+                        "NetworkNotFound",
+                        "the cluster has no network yet and the port names none",
+                    )
+                })?,
+            };
+            let mut fixed_ips = Vec::new();
+            for f in &p.fixed_ips {
+                let subnet_id = match &f.subnet {
+                    Some(s) => Some(match s.id.as_ref().filter(|id| !id.is_empty()) {
+                        Some(id) => id.clone(),
+                        None => self.resolve_subnet(s, &network_id).await?,
+                    }),
+                    None => None,
+                };
+                fixed_ips.push(ResolvedFixedIp {
+                    subnet_id,
+                    ip_address: f.ip_address.clone(),
+                });
+            }
+            if fixed_ips.is_empty() && p.network.is_none() && default_subnets.len() > 1 {
+                // Several cluster subnets: one address from each, as CAPO does.
+                fixed_ips = default_subnets
+                    .iter()
+                    .map(|s| ResolvedFixedIp {
+                        subnet_id: Some(s.clone()),
+                        ip_address: None,
+                    })
+                    .collect();
+            }
+            let mut security_groups = machine_groups.clone();
+            for g in &p.security_groups {
+                let id = self.resolve_security_group(g).await?;
+                if !security_groups.contains(&id) {
+                    security_groups.push(id);
+                }
+            }
+            let mut tags = self.tags.clone();
+            for t in &p.tags {
+                if !tags.contains(t) {
+                    tags.push(t.clone());
+                }
+            }
+            out.push(ResolvedPortSpec {
+                name: port_name(&self.name, i, p.name_suffix.as_deref()),
+                description: p
+                    .description
+                    .clone()
+                    .unwrap_or_else(|| self.names.description()),
+                network_id,
+                tags,
+                trunk: p.trunk.or(self.spec.trunk),
+                fixed_ips,
+                security_groups: if p.fields.disable_port_security == Some(true) {
+                    Vec::new()
+                } else {
+                    security_groups
+                },
+                fields: p.fields.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn resolve_network(
+        &self,
+        n: &crate::infra::api::types::NetworkParam,
+    ) -> Result<String, InfraError> {
+        let Some(f) = &n.filter else {
+            return Err(user(
+                "NetworkNotFound",
+                "a port network needs an id or a filter",
+            ));
+        };
+        let mut q: Vec<(&'static str, String)> = Vec::new();
+        if let Some(name) = &f.name {
+            q.push(("name", name.clone()));
+        }
+        if let Some(p) = &f.project_id {
+            q.push(("project_id", p.clone()));
+        }
+        tag_query(&mut q, &f.tags);
+        let found: Vec<net::Network> = self
+            .clients
+            .network()
+            .list(&q)
+            .await
+            .map_err(|e| os("NetworkNotFound", e))?;
+        match found.as_slice() {
+            [one] => Ok(one.id.clone()),
+            other => Err(user(
+                "NetworkNotFound",
+                format!("{} networks match {f:?}; it must match one", other.len()),
+            )),
+        }
+    }
+
+    async fn resolve_subnet(
+        &self,
+        s: &crate::infra::api::types::SubnetParam,
+        network_id: &str,
+    ) -> Result<String, InfraError> {
+        let mut q: Vec<(&str, String)> = vec![("network_id", network_id.to_owned())];
+        if let Some(f) = &s.filter {
+            if let Some(name) = &f.name {
+                q.push(("name", name.clone()));
+            }
+            if let Some(cidr) = &f.cidr {
+                q.push(("cidr", cidr.clone()));
+            }
+        }
+        let found: Vec<net::Subnet> = self
+            .clients
+            .network()
+            .list(&q)
+            .await
+            .map_err(|e| os("SubnetNotFound", e))?;
+        match found.as_slice() {
+            [one] => Ok(one.id.clone()),
+            other => Err(user(
+                "SubnetNotFound",
+                format!("{} subnets match {s:?}; it must match one", other.len()),
+            )),
+        }
+    }
+
+    async fn resolve_security_group(
+        &self,
+        g: &crate::infra::api::types::SecurityGroupParam,
+    ) -> Result<String, InfraError> {
+        if let Some(id) = g.id.as_ref().filter(|id| !id.is_empty()) {
+            return Ok(id.clone());
+        }
+        let name = g.filter.as_ref().and_then(|f| f.name.clone());
+        let Some(name) = name else {
+            return Err(user(
+                "SecurityGroupNotFound",
+                "a security group needs an id or a filter name",
+            ));
+        };
+        let found: Vec<net::SecurityGroup> = self
+            .clients
+            .network()
+            .list(&[("name", name.clone())])
+            .await
+            .map_err(|e| os("SecurityGroupNotFound", e))?;
+        match found.as_slice() {
+            [one] => Ok(one.id.clone()),
+            other => Err(user(
+                "SecurityGroupNotFound",
+                format!("{} security groups are named {name:?}", other.len()),
+            )),
+        }
+    }
+
+    fn recorded_ports(&self) -> Vec<String> {
+        self.status
+            .resources
+            .as_ref()
+            .map(|r| r.ports.iter().map(|p| p.id.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn record_port(&mut self, index: usize, id: &str) {
+        let resources = self
+            .status
+            .resources
+            .get_or_insert_with(MachineResources::default);
+        while resources.ports.len() <= index {
+            resources.ports.push(PortStatus { id: String::new() });
+        }
+        resources.ports[index].id = id.to_owned();
+    }
+
+    /// Each resolved port: the recorded one, else the one with its name on its
+    /// network, else a new one (recorded in status before the next).
+    async fn ensure_ports(&mut self) -> Result<Vec<net::Port>, InfraError> {
+        let specs = self
+            .status
+            .resolved
+            .as_ref()
+            .map(|r| r.ports.clone())
+            .unwrap_or_default();
+        let recorded = self.recorded_ports();
+        let mut ports = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            let neutron = self.clients.network();
+            let mut found: Vec<net::Port> = Vec::new();
+            if let Some(id) = recorded.get(i).filter(|id| !id.is_empty()) {
+                match neutron.get::<net::Port>(id).await {
+                    Ok(p) => found.push(p),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(os("PortCreateFailed", e)),
+                }
+            }
+            if found.is_empty() {
+                found = neutron
+                    .list(&[
+                        ("name", spec.name.clone()),
+                        ("network_id", spec.network_id.clone()),
+                    ])
+                    .await
+                    .map_err(|e| os("PortCreateFailed", e))?;
+            }
+            if found.len() > 1 {
+                return Err(user(
+                    "DuplicateResources",
+                    format!(
+                        "several ports are named {:?}; remove the extra ones",
+                        spec.name
+                    ),
+                ));
+            }
+            let port = match found.pop() {
+                Some(p) => p,
+                None => {
+                    let p: net::Port = neutron
+                        .create(port_body(spec))
+                        .await
+                        .map_err(|e| os("PortCreateFailed", e))?;
+                    tracing::info!(port = %p.id, name = %spec.name, "created a port");
+                    self.record_port(i, &p.id);
+                    self.save().await?;
+                    p
+                }
+            };
+            for t in &spec.tags {
+                if !port.tags.contains(t) {
+                    neutron
+                        .add_tag::<net::Port>(&port.id, t)
+                        .await
+                        .map_err(|e| os("PortCreateFailed", e))?;
+                }
+            }
+            self.record_port(i, &port.id);
+            ports.push(port);
+        }
+        Ok(ports)
+    }
+
+    /// The recorded server, else the one with the machine's name and our ownership
+    /// marker, else a new one (its ID saved before anything else happens).
+    async fn ensure_server(&mut self, ports: &[net::Port]) -> Result<Option<Server>, InfraError> {
+        if let Some(s) = self.find_server().await? {
+            return Ok(Some(s));
+        }
+        let Some(user_data) = self.scope.bootstrap_data.as_ref() else {
+            return Err(user(
+                "BootstrapDataMissing",
+                "no bootstrap data to boot with",
+            ));
+        };
+        let resolved = self.status.resolved.clone().unwrap_or_default();
+        let mut metadata: BTreeMap<String, String> = self
+            .spec
+            .server_metadata
+            .iter()
+            .map(|e| (e.key.clone(), e.value.clone()))
+            .collect();
+        metadata.insert(OWNER_METADATA_KEY.to_owned(), self.owner.clone());
+        let mut body = json!({
+            "name": self.name,
+            "imageRef": resolved.image_id,
+            "flavorRef": resolved.flavor_id,
+            "networks": ports.iter().map(|p| json!({"port": p.id})).collect::<Vec<_>>(),
+            "metadata": metadata,
+            "user_data": data_encoding::BASE64.encode(user_data),
+        });
+        if let Some(az) = &self.scope.failure_domain {
+            body["availability_zone"] = json!(az);
+        }
+        if let Some(key) = &self.spec.ssh_key_name {
+            body["key_name"] = json!(key);
+        }
+        if let Some(cd) = self.spec.config_drive {
+            body["config_drive"] = json!(cd);
+        }
+        let mut hints = serde_json::Map::new();
+        if let Some(group) = &resolved.server_group_id {
+            hints.insert("group".into(), json!(group));
+        }
+        for h in &self.spec.scheduler_hint_additional_properties {
+            let v = &h.value;
+            let value = match (v.bool, v.number, &v.string) {
+                (Some(b), _, _) => json!(b),
+                (_, Some(n), _) => json!(n),
+                (_, _, Some(s)) => json!(s),
+                _ => continue,
+            };
+            hints.insert(h.name.clone(), value);
+        }
+        let microversion = if self.tags.is_empty() {
+            BASE_MICROVERSION
+        } else {
+            body["tags"] = json!(self.tags);
+            SERVER_TAGS_MICROVERSION
+        };
+        if !hints.is_empty() {
+            body[SCHEDULER_HINTS_KEY] = Value::Object(hints);
+        }
+        let id = self
+            .clients
+            .compute()
+            .create_server(body, microversion)
+            .await
+            .map_err(|e| os("InstanceCreateFailed", e))?;
+        tracing::info!(server = %id, name = %self.name, "created the server");
+        self.status.instance_id = Some(id);
+        self.status.instance_state = Some("BUILD".into());
+        self.save().await?;
+        self.wait(SERVER_REQUEUE);
+        Ok(None)
+    }
+
+    async fn find_server(&self) -> Result<Option<Server>, InfraError> {
+        let nova = self.clients.compute();
+        if let Some(id) = self.status.instance_id.as_ref().filter(|i| !i.is_empty()) {
+            match nova.server(id).await {
+                Ok(s) => return Ok(Some(s)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(os("InstanceCreateFailed", e)),
+            }
+        }
+        let mut found: Vec<Server> = nova
+            .servers_named(&name_regex(&self.name))
+            .await
+            .map_err(|e| os("InstanceCreateFailed", e))?
+            .into_iter()
+            .filter(|s| s.name == self.name)
+            .filter(|s| s.metadata.get(OWNER_METADATA_KEY) == Some(&self.owner))
+            .collect();
+        if found.len() > 1 {
+            return Err(user(
+                "DuplicateResources",
+                format!(
+                    "several servers are named {:?}; remove the extra ones",
+                    self.name
+                ),
+            ));
+        }
+        Ok(found.pop())
+    }
+
+    /// Server, then ports; requeues while Nova deletes the server.
+    async fn delete_all(&mut self) -> Result<DeleteProgress, InfraError> {
+        if let Some(server) = self.find_server().await? {
+            if server.task_state.as_deref() != Some("deleting") {
+                self.clients
+                    .compute()
+                    .delete_server(&server.id)
+                    .await
+                    .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
+                    .map_err(|e| os("InstanceDeleteFailed", e))?;
+                tracing::info!(server = %server.id, "deleting the server");
+            }
+            self.status.instance_state = Some("DELETING".into());
+            self.save().await?;
+            return Ok(DeleteProgress::Requeue {
+                after: SERVER_REQUEUE,
+                reason: format!("server {} is being deleted", server.id),
+            });
+        }
+        let neutron = self.clients.network();
+        let mut port_ids = self.recorded_ports();
+        let resolved = self.status.resolved.clone().unwrap_or_default();
+        for spec in &resolved.ports {
+            let named: Vec<net::Port> = neutron
+                .list(&[
+                    ("name", spec.name.clone()),
+                    ("network_id", spec.network_id.clone()),
+                ])
+                .await
+                .map_err(|e| os("PortDeleteFailed", e))?;
+            for p in named {
+                if !port_ids.contains(&p.id) {
+                    port_ids.push(p.id);
+                }
+            }
+        }
+        for id in port_ids.iter().filter(|id| !id.is_empty()) {
+            match neutron.delete::<net::Port>(id).await {
+                Ok(()) => tracing::info!(port = %id, "deleted a port"),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(os("PortDeleteFailed", e)),
+            }
+        }
+        self.status.resources = None;
+        self.status.instance_id = None;
+        self.status.ready = Some(false);
+        self.save().await?;
+        Ok(DeleteProgress::Done)
+    }
+}
+
+/// The Neutron body of a resolved port.
+fn port_body(spec: &ResolvedPortSpec) -> Value {
+    let mut body = json!({
+        "name": spec.name,
+        "network_id": spec.network_id,
+        "description": spec.description,
+        "admin_state_up": spec.fields.admin_state_up.unwrap_or(true),
+    });
+    if !spec.fixed_ips.is_empty() {
+        body["fixed_ips"] = Value::Array(
+            spec.fixed_ips
+                .iter()
+                .map(|f| {
+                    let mut o = serde_json::Map::new();
+                    if let Some(s) = &f.subnet_id {
+                        o.insert("subnet_id".into(), json!(s));
+                    }
+                    if let Some(ip) = &f.ip_address {
+                        o.insert("ip_address".into(), json!(ip));
+                    }
+                    Value::Object(o)
+                })
+                .collect(),
+        );
+    }
+    if spec.fields.disable_port_security == Some(true) {
+        body["port_security_enabled"] = json!(false);
+    } else if !spec.security_groups.is_empty() {
+        body["security_groups"] = json!(spec.security_groups);
+    }
+    if !spec.fields.allowed_address_pairs.is_empty() {
+        body["allowed_address_pairs"] = Value::Array(
+            spec.fields
+                .allowed_address_pairs
+                .iter()
+                .map(|p| match &p.mac_address {
+                    Some(mac) => json!({"ip_address": p.ip_address, "mac_address": mac}),
+                    None => json!({"ip_address": p.ip_address}),
+                })
+                .collect(),
+        );
+    }
+    if let Some(mac) = &spec.fields.mac_address {
+        body["mac_address"] = json!(mac);
+    }
+    if let Some(vnic) = &spec.fields.vnic_type {
+        body["binding:vnic_type"] = json!(vnic);
+    }
+    if let Some(host) = &spec.fields.host_id {
+        body["binding:host_id"] = json!(host);
+    }
+    for v in &spec.fields.value_specs {
+        body[&v.key] = json!(v.value);
+    }
+    body
+}
+
+/// CAPO's `status.addresses`: the ports' fixed IPs as InternalIP, the server name
+/// as InternalDNS.
+fn addresses(server_name: &str, ports: &[net::Port]) -> Vec<NodeAddress> {
+    let mut out: Vec<NodeAddress> = ports
+        .iter()
+        .flat_map(|p| p.fixed_ips.iter())
+        .map(|f| NodeAddress {
+            type_: "InternalIP".into(),
+            address: f.ip_address.clone(),
+        })
+        .collect();
+    out.push(NodeAddress {
+        type_: "InternalDNS".into(),
+        address: server_name.to_owned(),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::api::types::{AddressPair, ResolvedPortSpecFields};
+
+    #[test]
+    fn port_bodies_carry_what_the_spec_resolved_to() {
+        let spec = ResolvedPortSpec {
+            name: "m-0".into(),
+            description: "d".into(),
+            network_id: "net".into(),
+            tags: vec!["t".into()],
+            trunk: None,
+            fixed_ips: vec![ResolvedFixedIp {
+                subnet_id: Some("sub".into()),
+                ip_address: None,
+            }],
+            security_groups: vec!["sg".into()],
+            fields: ResolvedPortSpecFields {
+                allowed_address_pairs: vec![AddressPair {
+                    ip_address: "10.0.0.5".into(),
+                    mac_address: None,
+                }],
+                ..Default::default()
+            },
+        };
+        let b = port_body(&spec);
+        assert_eq!(b["fixed_ips"], json!([{"subnet_id": "sub"}]));
+        assert_eq!(b["security_groups"], json!(["sg"]));
+        assert_eq!(
+            b["allowed_address_pairs"],
+            json!([{"ip_address": "10.0.0.5"}])
+        );
+        assert_eq!(b["admin_state_up"], json!(true));
+        let mut off = spec.clone();
+        off.fields.disable_port_security = Some(true);
+        let b = port_body(&off);
+        assert_eq!(b["port_security_enabled"], json!(false));
+        assert!(b.get("security_groups").is_none());
+    }
+
+    #[test]
+    fn addresses_list_fixed_ips_then_the_name() {
+        let p = net::Port {
+            fixed_ips: vec![net::FixedIp {
+                subnet_id: "s".into(),
+                ip_address: "10.0.0.7".into(),
+            }],
+            ..Default::default()
+        };
+        let a = addresses("m", &[p]);
+        assert_eq!(a[0].address, "10.0.0.7");
+        assert_eq!(a[0].type_, "InternalIP");
+        assert_eq!(a[1].type_, "InternalDNS");
+    }
+}

@@ -1,0 +1,349 @@
+//! The OpenStackMachine cloud half against the loopback test cloud as the `member`
+//! user: a worker gets a port on the cluster network with the workers' security
+//! group and a server booted with its bootstrap data in the Machine's failure domain;
+//! status carries the instance, addresses, providerID and the node reservation of its
+//! flavor; deletion leaves nothing. A status write that fails after every create
+//! never leaves a second server or port. Skipped unless cloud tests are enabled (see
+//! tests/support/cloud.rs).
+
+#[path = "support/cloud.rs"]
+mod cloud;
+#[path = "support/infra.rs"]
+mod infra;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use infra::{runtime, unique};
+use stackhook::infra::api::cluster::{ManagedSecurityGroups, SubnetSpec};
+use stackhook::infra::api::machine::OpenStackMachineSpec;
+use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
+use stackhook::infra::api::types::{ImageFilter, ImageParam, OpenStackIdentityReference};
+use stackhook::infra::api::{
+    OpenStackCluster, OpenStackClusterSpec, OpenStackMachine, OpenStackMachineStatus,
+};
+use stackhook::infra::cluster::{OpenStackClusterInfra, PlatformConfig};
+use stackhook::infra::machine::reserve::ReservePolicy;
+use stackhook::infra::machine::OpenStackMachineInfra;
+use stackhook::infra::seam::{
+    DeleteProgress, IdentitySecret, InfraError, MachineInfra, MachineScope, SinkError, StatusSink,
+};
+use stackhook_openstack::compute::Compute;
+use stackhook_openstack::networking::{self as net, Networking};
+use stackhook_openstack::Clients;
+
+const NAMESPACE: &str = "sh-machine";
+const BOOTSTRAP: &[u8] = b"#cloud-config\nruncmd: [kubeadm join]\n";
+
+/// Machine status writes kept in memory; optionally each write after a create fails,
+/// as a crash between a create and its status write would.
+#[derive(Default)]
+struct Sink {
+    saved: Mutex<Option<OpenStackMachineStatus>>,
+    writes: AtomicUsize,
+    fail_first: bool,
+}
+
+impl StatusSink<OpenStackMachineStatus> for Sink {
+    async fn save(&self, status: &OpenStackMachineStatus) -> Result<(), SinkError> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.fail_first && n == 0 {
+            return Err(SinkError("simulated crash before the status write".into()));
+        }
+        *self.saved.lock().unwrap() = Some(status.clone());
+        Ok(())
+    }
+}
+
+fn identity(clouds_yaml: Vec<u8>) -> IdentitySecret {
+    infra::identity(NAMESPACE, "cloud-creds", clouds_yaml, cloud::MEMBER)
+}
+
+fn cluster_spec(cidr: &str) -> OpenStackClusterSpec {
+    OpenStackClusterSpec {
+        managed_subnets: vec![SubnetSpec {
+            cidr: cidr.into(),
+            dns_nameservers: vec![],
+            allocation_pools: vec![],
+        }],
+        managed_security_groups: Some(ManagedSecurityGroups::default()),
+        tags: vec!["stackhook-test".into()],
+        identity_ref: OpenStackIdentityReference {
+            name: "cloud-creds".into(),
+            cloud_name: cloud::MEMBER.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn machine(name: &str) -> OpenStackMachine {
+    let mut m = OpenStackMachine::new(
+        name,
+        OpenStackMachineSpec {
+            flavor: Some("m1.tiny".into()),
+            image: ImageParam {
+                filter: Some(ImageFilter {
+                    name: Some("ubuntu-2404-kube-v1.33.1".into()),
+                    tags: vec![],
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    m.metadata.namespace = Some(NAMESPACE.into());
+    m
+}
+
+fn machine_scope(cluster: &str, osc: &OpenStackCluster, control_plane: bool) -> MachineScope {
+    MachineScope {
+        namespace: NAMESPACE.into(),
+        cluster_name: cluster.into(),
+        machine_name: format!("{cluster}-md-0-abcde"),
+        control_plane,
+        deployment: Some("md-0".into()),
+        failure_domain: Some("az2".into()),
+        bootstrap_data: Some(BOOTSTRAP.to_vec()),
+        cluster: osc.clone(),
+    }
+}
+
+/// A converged cluster (no load balancer: the API gets a floating IP).
+async fn ready_cluster(name: &str, cidr: &str, id: &IdentitySecret) -> OpenStackCluster {
+    let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+    let mut osc = infra::cluster(NAMESPACE, name, cluster_spec(cidr));
+    infra::converge(&infra, &infra::scope(NAMESPACE, name), &mut osc, id, 40)
+        .await
+        .expect("cluster converges");
+    osc
+}
+
+async fn drop_cluster(name: &str, osc: &OpenStackCluster, id: &IdentitySecret) {
+    let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+    infra::delete(&infra, &infra::scope(NAMESPACE, name), osc, id).await;
+}
+
+/// Passes as the controller runs them (status kept between passes) until one asks
+/// for no requeue; the number of passes and the last providerID.
+async fn converge_machine(
+    infra: &OpenStackMachineInfra,
+    scope: &MachineScope,
+    osm: &mut OpenStackMachine,
+    id: &IdentitySecret,
+    fail_first: bool,
+) -> (usize, Option<String>) {
+    let mut provider = None;
+    for pass in 1..=60 {
+        let sink = Sink {
+            fail_first,
+            ..Default::default()
+        };
+        match infra.reconcile(scope, osm, id, &sink).await {
+            Ok(outcome) => {
+                osm.status = Some(outcome.status);
+                provider = outcome.provider_id.or(provider);
+                match outcome.requeue_after {
+                    None => return (pass, provider),
+                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
+                }
+            }
+            Err(InfraError::Sink(_)) | Err(InfraError::Transient { .. }) => {
+                if let Some(s) = sink.saved.lock().unwrap().take() {
+                    osm.status = Some(s);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("pass {pass}: {e}"),
+        }
+    }
+    panic!("machine did not converge");
+}
+
+async fn delete_machine(
+    infra: &OpenStackMachineInfra,
+    scope: &MachineScope,
+    osm: &mut OpenStackMachine,
+    id: &IdentitySecret,
+) -> usize {
+    for pass in 1..=80 {
+        let sink = Sink::default();
+        match infra.delete(scope, osm, id, &sink).await {
+            Ok(DeleteProgress::Done) => return pass,
+            Ok(DeleteProgress::Requeue { after, .. }) => {
+                if let Some(s) = sink.saved.lock().unwrap().take() {
+                    osm.status = Some(s);
+                }
+                tokio::time::sleep(after.min(Duration::from_secs(1))).await
+            }
+            Err(InfraError::Transient { .. }) => {
+                tokio::time::sleep(Duration::from_millis(300)).await
+            }
+            Err(e) => panic!("delete pass {pass}: {e}"),
+        }
+    }
+    panic!("machine deletion did not finish");
+}
+
+async fn servers_named(c: &Clients, name: &str) -> usize {
+    c.compute
+        .servers_named(&format!("^{name}$"))
+        .await
+        .expect("servers")
+        .into_iter()
+        .filter(|s| s.name == name)
+        .count()
+}
+
+async fn ports_named(c: &Clients, name: &str) -> Vec<net::Port> {
+    c.network
+        .list(&[("name", name.to_string())])
+        .await
+        .expect("ports")
+}
+
+#[test]
+fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let admin = infra::checker(&yaml, cloud::ADMIN);
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("mw");
+        let osc = ready_cluster(&name, "10.61.0.0/24", &id).await;
+        let worker_sg = osc
+            .status
+            .as_ref()
+            .and_then(|s| s.worker_security_group.as_ref())
+            .map(|g| g.id.clone())
+            .expect("worker security group");
+        let infra = OpenStackMachineInfra::default();
+        let scope = machine_scope(&name, &osc, false);
+        let server_name = format!("{name}-md-0-x1");
+        let mut osm = machine(&server_name);
+        let (passes, provider) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
+        println!("machine ready after {passes} passes");
+
+        let status = osm.status.clone().expect("status");
+        assert_eq!(status.ready, Some(true));
+        assert_eq!(status.instance_state.as_deref(), Some("ACTIVE"));
+        let server_id = status.instance_id.clone().expect("instance ID");
+        assert_eq!(provider, Some(format!("openstack:///{server_id}")));
+        // The server, as the cloud has it.
+        let server = admin.compute.server(&server_id).await.expect("server");
+        assert_eq!(server.status, "ACTIVE");
+        assert_eq!(server.name, server_name);
+        assert_eq!(server.availability_zone.as_deref(), Some("az2"));
+        let user_data = server.user_data.expect("user_data (admin view)");
+        assert_eq!(
+            data_encoding::BASE64.decode(user_data.as_bytes()).unwrap(),
+            BOOTSTRAP
+        );
+        // One port, on the cluster network, with the workers' group, attached.
+        let ports = ports_named(&member, &format!("{server_name}-0")).await;
+        assert_eq!(ports.len(), 1, "{ports:?}");
+        let port = &ports[0];
+        assert_eq!(port.device_id, server_id);
+        assert_eq!(
+            port.network_id,
+            osc.status
+                .as_ref()
+                .unwrap()
+                .network
+                .as_ref()
+                .unwrap()
+                .network
+                .id
+        );
+        assert_eq!(port.security_groups, vec![worker_sg]);
+        let names = ClusterNames::new(NAMESPACE, &name);
+        assert!(port
+            .tags
+            .contains(&stackhook::infra::cluster::owner_tag(&names)));
+        let ip = &port.fixed_ips[0].ip_address;
+        assert!(status
+            .addresses
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && &a.address == ip));
+        // The reservation follows the flavor's size.
+        let flavor = admin
+            .compute
+            .flavors()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|f| f.name == "m1.tiny")
+            .unwrap();
+        let reserved = &status.extensions.as_ref().unwrap().node_resources[&scope.machine_name];
+        assert_eq!(
+            reserved.reserved,
+            ReservePolicy::default().reserve(flavor.vcpus, flavor.ram)
+        );
+        assert!(flavor.vcpus >= 1 && flavor.ram >= 64, "{flavor:?}");
+
+        // A steady pass changes nothing.
+        let before = osm.status.clone();
+        let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
+        assert_eq!(passes, 1);
+        assert_eq!(osm.status, before);
+
+        let passes = delete_machine(&infra, &scope, &mut osm, &id).await;
+        println!("machine deleted in {passes} passes");
+        assert_eq!(servers_named(&member, &server_name).await, 0);
+        assert!(ports_named(&member, &format!("{server_name}-0"))
+            .await
+            .is_empty());
+        drop_cluster(&name, &osc, &id).await;
+        let _ = SecurityGroupRole::Worker;
+    });
+}
+
+#[test]
+fn a_crash_after_every_create_never_leaves_a_second_server_or_port() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("mc");
+        let osc = ready_cluster(&name, "10.62.0.0/24", &id).await;
+        let infra = OpenStackMachineInfra::default();
+        let scope = machine_scope(&name, &osc, true);
+        let server_name = format!("{name}-cp-x1");
+        let mut osm = machine(&server_name);
+        // Every pass's first status write fails: the port's, then the server's.
+        let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, true).await;
+        println!("converged through failing writes in {passes} passes");
+        assert_eq!(osm.status.as_ref().unwrap().ready, Some(true));
+        assert_eq!(servers_named(&member, &server_name).await, 1);
+        let ports = ports_named(&member, &format!("{server_name}-0")).await;
+        assert_eq!(ports.len(), 1);
+        // A control-plane machine gets the control plane's group.
+        let cp_sg = osc
+            .status
+            .as_ref()
+            .and_then(|s| s.control_plane_security_group.as_ref())
+            .map(|g| g.id.clone())
+            .unwrap();
+        assert_eq!(ports[0].security_groups, vec![cp_sg]);
+
+        // Deleting from a status that never recorded anything still finds both.
+        let mut forgetful = machine(&server_name);
+        forgetful.status = Some(OpenStackMachineStatus {
+            resolved: osm.status.as_ref().unwrap().resolved.clone(),
+            ..Default::default()
+        });
+        delete_machine(&infra, &scope, &mut forgetful, &id).await;
+        assert_eq!(servers_named(&member, &server_name).await, 0);
+        assert!(ports_named(&member, &format!("{server_name}-0"))
+            .await
+            .is_empty());
+        drop_cluster(&name, &osc, &id).await;
+    });
+}
