@@ -11,14 +11,16 @@ mod cloud;
 #[path = "support/infra.rs"]
 mod infra;
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use futures::FutureExt;
 use infra::{runtime, unique};
 use stackhook::infra::api::cluster::{ManagedSecurityGroups, SubnetSpec};
 use stackhook::infra::api::machine::OpenStackMachineSpec;
-use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
+use stackhook::infra::api::names::ClusterNames;
 use stackhook::infra::api::types::{ImageFilter, ImageParam, OpenStackIdentityReference};
 use stackhook::infra::api::{
     OpenStackCluster, OpenStackClusterSpec, OpenStackMachine, OpenStackMachineStatus,
@@ -215,90 +217,93 @@ fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
     runtime().block_on(async {
         let name = unique("mw");
         let osc = ready_cluster(&name, "10.61.0.0/24", &id).await;
-        let worker_sg = osc
-            .status
-            .as_ref()
-            .and_then(|s| s.worker_security_group.as_ref())
-            .map(|g| g.id.clone())
-            .expect("worker security group");
-        let infra = OpenStackMachineInfra::default();
-        let scope = machine_scope(&name, &osc, false);
         let server_name = format!("{name}-md-0-x1");
-        let mut osm = machine(&server_name);
-        let (passes, provider) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
-        println!("machine ready after {passes} passes");
-
-        let status = osm.status.clone().expect("status");
-        assert_eq!(status.ready, Some(true));
-        assert_eq!(status.instance_state.as_deref(), Some("ACTIVE"));
-        let server_id = status.instance_id.clone().expect("instance ID");
-        assert_eq!(provider, Some(format!("openstack:///{server_id}")));
-        // The server, as the cloud has it.
-        let server = admin.compute.server(&server_id).await.expect("server");
-        assert_eq!(server.status, "ACTIVE");
-        assert_eq!(server.name, server_name);
-        assert_eq!(server.availability_zone.as_deref(), Some("az2"));
-        let user_data = server.user_data.expect("user_data (admin view)");
-        assert_eq!(
-            data_encoding::BASE64.decode(user_data.as_bytes()).unwrap(),
-            BOOTSTRAP
-        );
-        // One port, on the cluster network, with the workers' group, attached.
-        let ports = ports_named(&member, &format!("{server_name}-0")).await;
-        assert_eq!(ports.len(), 1, "{ports:?}");
-        let port = &ports[0];
-        assert_eq!(port.device_id, server_id);
-        assert_eq!(
-            port.network_id,
-            osc.status
+        let checks = AssertUnwindSafe(async {
+            let worker_sg = osc
+                .status
                 .as_ref()
-                .unwrap()
-                .network
-                .as_ref()
-                .unwrap()
-                .network
-                .id
-        );
-        assert_eq!(port.security_groups, vec![worker_sg]);
-        let names = ClusterNames::new(NAMESPACE, &name);
-        assert!(port
-            .tags
-            .contains(&stackhook::infra::cluster::owner_tag(&names)));
-        let ip = &port.fixed_ips[0].ip_address;
-        assert!(status
-            .addresses
-            .iter()
-            .any(|a| a.type_ == "InternalIP" && &a.address == ip));
-        // The reservation follows the flavor's size.
-        let flavor = admin
-            .compute
-            .flavors()
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|f| f.name == "m1.tiny")
-            .unwrap();
-        let reserved = &status.extensions.as_ref().unwrap().node_resources[&scope.machine_name];
-        assert_eq!(
-            reserved.reserved,
-            ReservePolicy::default().reserve(flavor.vcpus, flavor.ram)
-        );
-        assert!(flavor.vcpus >= 1 && flavor.ram >= 64, "{flavor:?}");
+                .and_then(|s| s.worker_security_group.as_ref())
+                .map(|g| g.id.clone())
+                .expect("worker security group");
+            let infra = OpenStackMachineInfra::default();
+            let scope = machine_scope(&name, &osc, false);
+            let mut osm = machine(&server_name);
+            let (passes, provider) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
+            println!("machine ready after {passes} passes");
 
-        // A steady pass changes nothing.
-        let before = osm.status.clone();
-        let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
-        assert_eq!(passes, 1);
-        assert_eq!(osm.status, before);
+            let status = osm.status.clone().expect("status");
+            assert_eq!(status.ready, Some(true));
+            assert_eq!(status.instance_state.as_deref(), Some("ACTIVE"));
+            let server_id = status.instance_id.clone().expect("instance ID");
+            assert_eq!(provider, Some(format!("openstack:///{server_id}")));
+            // The server, as the cloud has it.
+            let server = admin.compute.server(&server_id).await.expect("server");
+            assert_eq!(server.status, "ACTIVE");
+            assert_eq!(server.name, server_name);
+            assert_eq!(server.availability_zone.as_deref(), Some("az2"));
+            let user_data = server.user_data.expect("user_data (admin view)");
+            assert_eq!(
+                data_encoding::BASE64.decode(user_data.as_bytes()).unwrap(),
+                BOOTSTRAP
+            );
+            // One port, on the cluster network, with the workers' group, attached.
+            let ports = ports_named(&member, &format!("{server_name}-0")).await;
+            assert_eq!(ports.len(), 1, "{ports:?}");
+            let port = &ports[0];
+            assert_eq!(port.device_id, server_id);
+            assert_eq!(
+                port.network_id,
+                osc.status
+                    .as_ref()
+                    .unwrap()
+                    .network
+                    .as_ref()
+                    .unwrap()
+                    .network
+                    .id
+            );
+            assert_eq!(port.security_groups, vec![worker_sg]);
+            let names = ClusterNames::new(NAMESPACE, &name);
+            assert!(port
+                .tags
+                .contains(&stackhook::infra::cluster::owner_tag(&names)));
+            let ip = &port.fixed_ips[0].ip_address;
+            assert!(status
+                .addresses
+                .iter()
+                .any(|a| a.type_ == "InternalIP" && &a.address == ip));
+            // The reservation follows the flavor's size.
+            let flavor = admin
+                .compute
+                .flavors()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|f| f.name == "m1.tiny")
+                .unwrap();
+            let reserved = &status.extensions.as_ref().unwrap().node_resources[&scope.machine_name];
+            assert_eq!(
+                reserved.reserved,
+                ReservePolicy::default().reserve(flavor.vcpus, flavor.ram)
+            );
+            assert!(flavor.vcpus >= 1 && flavor.ram >= 64, "{flavor:?}");
 
-        let passes = delete_machine(&infra, &scope, &mut osm, &id).await;
-        println!("machine deleted in {passes} passes");
-        assert_eq!(servers_named(&member, &server_name).await, 0);
-        assert!(ports_named(&member, &format!("{server_name}-0"))
-            .await
-            .is_empty());
-        drop_cluster(&name, &osc, &id).await;
-        let _ = SecurityGroupRole::Worker;
+            // A steady pass changes nothing.
+            let before = osm.status.clone();
+            let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
+            assert_eq!(passes, 1);
+            assert_eq!(osm.status, before);
+
+            let passes = delete_machine(&infra, &scope, &mut osm, &id).await;
+            println!("machine deleted in {passes} passes");
+            assert_eq!(servers_named(&member, &server_name).await, 0);
+            assert!(ports_named(&member, &format!("{server_name}-0"))
+                .await
+                .is_empty());
+        })
+        .catch_unwind()
+        .await;
+        finish(checks, &member, &server_name, &name, &osc, &id).await;
     });
 }
 
@@ -313,37 +318,76 @@ fn a_crash_after_every_create_never_leaves_a_second_server_or_port() {
     runtime().block_on(async {
         let name = unique("mc");
         let osc = ready_cluster(&name, "10.62.0.0/24", &id).await;
-        let infra = OpenStackMachineInfra::default();
-        let scope = machine_scope(&name, &osc, true);
         let server_name = format!("{name}-cp-x1");
-        let mut osm = machine(&server_name);
-        // Every pass's first status write fails: the port's, then the server's.
-        let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, true).await;
-        println!("converged through failing writes in {passes} passes");
-        assert_eq!(osm.status.as_ref().unwrap().ready, Some(true));
-        assert_eq!(servers_named(&member, &server_name).await, 1);
-        let ports = ports_named(&member, &format!("{server_name}-0")).await;
-        assert_eq!(ports.len(), 1);
-        // A control-plane machine gets the control plane's group.
-        let cp_sg = osc
-            .status
-            .as_ref()
-            .and_then(|s| s.control_plane_security_group.as_ref())
-            .map(|g| g.id.clone())
-            .unwrap();
-        assert_eq!(ports[0].security_groups, vec![cp_sg]);
+        let checks = AssertUnwindSafe(async {
+            let infra = OpenStackMachineInfra::default();
+            let scope = machine_scope(&name, &osc, true);
+            let mut osm = machine(&server_name);
+            // Every pass's first status write fails: the port's, then the server's.
+            let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, true).await;
+            println!("converged through failing writes in {passes} passes");
+            assert_eq!(osm.status.as_ref().unwrap().ready, Some(true));
+            assert_eq!(servers_named(&member, &server_name).await, 1);
+            let ports = ports_named(&member, &format!("{server_name}-0")).await;
+            assert_eq!(ports.len(), 1);
+            // A control-plane machine gets the control plane's group.
+            let cp_sg = osc
+                .status
+                .as_ref()
+                .and_then(|s| s.control_plane_security_group.as_ref())
+                .map(|g| g.id.clone())
+                .unwrap();
+            assert_eq!(ports[0].security_groups, vec![cp_sg]);
 
-        // Deleting from a status that never recorded anything still finds both.
-        let mut forgetful = machine(&server_name);
-        forgetful.status = Some(OpenStackMachineStatus {
-            resolved: osm.status.as_ref().unwrap().resolved.clone(),
-            ..Default::default()
-        });
-        delete_machine(&infra, &scope, &mut forgetful, &id).await;
-        assert_eq!(servers_named(&member, &server_name).await, 0);
-        assert!(ports_named(&member, &format!("{server_name}-0"))
-            .await
-            .is_empty());
-        drop_cluster(&name, &osc, &id).await;
+            // Deleting from a status that never recorded anything still finds both.
+            let mut forgetful = machine(&server_name);
+            forgetful.status = Some(OpenStackMachineStatus {
+                resolved: osm.status.as_ref().unwrap().resolved.clone(),
+                ..Default::default()
+            });
+            delete_machine(&infra, &scope, &mut forgetful, &id).await;
+            assert_eq!(servers_named(&member, &server_name).await, 0);
+            assert!(ports_named(&member, &format!("{server_name}-0"))
+                .await
+                .is_empty());
+        })
+        .catch_unwind()
+        .await;
+        finish(checks, &member, &server_name, &name, &osc, &id).await;
     });
+}
+
+/// Removes what a failed test left (the machine's server and port, then the
+/// cluster), and passes the failure on.
+async fn finish(
+    checks: std::thread::Result<()>,
+    member: &Clients,
+    server_name: &str,
+    cluster: &str,
+    osc: &OpenStackCluster,
+    id: &IdentitySecret,
+) {
+    if checks.is_err() {
+        for s in member
+            .compute
+            .servers_named(&format!("^{server_name}$"))
+            .await
+            .unwrap_or_default()
+        {
+            let _ = member.compute.delete_server(&s.id).await;
+        }
+        for _ in 0..30 {
+            if servers_named(member, server_name).await == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        for p in ports_named(member, &format!("{server_name}-0")).await {
+            let _ = member.network.delete::<net::Port>(&p.id).await;
+        }
+    }
+    drop_cluster(cluster, osc, id).await;
+    if let Err(panic) = checks {
+        std::panic::resume_unwind(panic);
+    }
 }

@@ -58,6 +58,7 @@ use stackhook::infra::api::{
 };
 use stackhook::infra::cluster::{OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::conditions::is_true as is_condition_true;
+use stackhook_openstack::compute::Compute;
 
 const FINALIZER: &str = "openstackcluster.infrastructure.cluster.x-k8s.io";
 const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
@@ -499,7 +500,9 @@ async fn lifecycle(client: &Client, kubeconfig: &Path, g: &Generation, clouds: &
         .catch_unwind()
         .await;
     if let Err(panic) = outcome {
-        // Leave neither cloud resources nor a stuck finalizer behind.
+        // Leave neither cloud resources nor a stuck finalizer behind: the machine's
+        // server and port first, or the network cannot go.
+        leftover_machine(&check).await;
         let oscs: Api<OpenStackCluster> = Api::namespaced(client.clone(), &ns);
         if let Ok(Some(osc)) = oscs.get_opt(name).await {
             let id = infra::identity(&ns, "cloud-creds", yaml.clone(), cloud::MEMBER);
@@ -793,6 +796,10 @@ async fn controller_cases(
     );
     step(g, &format!("SIGTERM: c took over after {took:?}"), term);
 
+    let t = Instant::now();
+    machine_case(client, g, ns, &clusters, clouds_yaml, check).await;
+    step(g, "a Machine got its server and gave it back", t);
+
     // Deletion: cloud resources, then the finalizer, then the object.
     let t = Instant::now();
     oscs.delete(name, &DeleteParams::default())
@@ -826,4 +833,177 @@ async fn controller_cases(
         .await
         .expect("deleting the Cluster");
     assert!(c.srv.sigterm().success());
+}
+
+/// A CAPI Machine with bootstrap data and its OpenStackMachine: a server ACTIVE in
+/// Nova with the data as user_data, `spec.providerID` and addresses set; deleting the
+/// OpenStackMachine removes the server and its port, then the finalizer.
+async fn machine_case(
+    client: &Client,
+    g: &Generation,
+    ns: &str,
+    clusters: &Api<DynamicObject>,
+    clouds_yaml: &[u8],
+    check: &stackhook_openstack::Clients,
+) {
+    let name = "e2e";
+    let admin = infra::checker(clouds_yaml, cloud::ADMIN);
+    // No CAPI controller runs here: mark the Cluster's infrastructure provisioned as
+    // CAPI would once the OpenStackCluster is ready.
+    let provisioned = if g.cluster_version == "v1beta1" {
+        json!({"status": {"infrastructureReady": true}})
+    } else {
+        json!({"status": {"initialization": {"infrastructureProvisioned": true}}})
+    };
+    clusters
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&provisioned))
+        .await
+        .expect("marking the Cluster provisioned");
+    let data = "#cloud-config\nruncmd: [echo e2e]\n";
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "e2e-md-0-boot"},
+                "stringData": {"value": data, "format": "cloud-config"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .expect("creating the bootstrap Secret");
+    let machine_api =
+        json!({"apiVersion": format!("cluster.x-k8s.io/{}", g.cluster_version), "kind": "Machine"});
+    let infra_ref = if g.cluster_version == "v1beta1" {
+        json!({"apiVersion": format!("{INFRA_GROUP}/v1beta1"), "kind": "OpenStackMachine", "name": "e2e-md-0-a"})
+    } else {
+        json!({"apiGroup": INFRA_GROUP, "kind": "OpenStackMachine", "name": "e2e-md-0-a"})
+    };
+    let machines = dynamic_api(client, ns, &machine_api);
+    let machine = machines
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": machine_api["apiVersion"], "kind": "Machine",
+                "metadata": {"name": "e2e-md-0-a", "namespace": ns,
+                    "labels": {"cluster.x-k8s.io/cluster-name": name,
+                               "cluster.x-k8s.io/deployment-name": "md-0"}},
+                "spec": {"clusterName": name, "bootstrap": {"dataSecretName": "e2e-md-0-boot"},
+                         "infrastructureRef": infra_ref, "failureDomain": "az1"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .expect("creating the Machine");
+    let osms: Api<OpenStackMachine> = Api::namespaced(client.clone(), ns);
+    let mut osm: OpenStackMachine = serde_json::from_value(json!({
+        "apiVersion": format!("{INFRA_GROUP}/v1beta1"), "kind": "OpenStackMachine",
+        "metadata": {"name": "e2e-md-0-a", "namespace": ns,
+            "labels": {"cluster.x-k8s.io/cluster-name": name}},
+        "spec": {"flavor": "m1.tiny", "image": {"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}}
+    }))
+    .unwrap();
+    osm.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+        "apiVersion": machine_api["apiVersion"], "kind": "Machine", "name": "e2e-md-0-a",
+        "uid": machine.uid().expect("Machine uid"), "controller": true, "blockOwnerDeletion": true
+    }))
+    .unwrap()]);
+    osms.create(&PostParams::default(), &osm)
+        .await
+        .expect("creating the OpenStackMachine");
+    let mut ready = None;
+    wait_up_to(
+        Duration::from_secs(180),
+        "the OpenStackMachine to be ready",
+        async || {
+            ready = osms.get("e2e-md-0-a").await.ok().filter(|o| {
+                o.status.as_ref().and_then(|s| s.ready) == Some(true)
+                    && o.spec.provider_id.is_some()
+            });
+            ready.is_some()
+        },
+    )
+    .await;
+    let ready = ready.unwrap();
+    let status = ready.status.clone().unwrap();
+    let server_id = status.instance_id.clone().expect("instance ID");
+    assert_eq!(
+        ready.spec.provider_id.as_deref(),
+        Some(format!("openstack:///{server_id}").as_str())
+    );
+    assert!(
+        status
+            .addresses
+            .iter()
+            .any(|a| a.type_ == "InternalIP"
+                && a.address.starts_with(g.cidr.trim_end_matches("0/24"))),
+        "{:?}",
+        status.addresses
+    );
+    assert!(is_condition_true(&status.conditions, "Ready"));
+    assert_eq!(
+        status.initialization.as_ref().and_then(|i| i.provisioned),
+        Some(true)
+    );
+    let server = admin.compute.server(&server_id).await.expect("the server");
+    assert_eq!(server.status, "ACTIVE");
+    assert_eq!(server.availability_zone.as_deref(), Some("az1"));
+    assert_eq!(
+        data_encoding::BASE64
+            .decode(server.user_data.unwrap_or_default().as_bytes())
+            .unwrap(),
+        data.as_bytes()
+    );
+
+    osms.delete("e2e-md-0-a", &DeleteParams::default())
+        .await
+        .expect("deleting the OpenStackMachine");
+    wait_up_to(
+        Duration::from_secs(120),
+        "the OpenStackMachine to go",
+        async || matches!(osms.get_opt("e2e-md-0-a").await, Ok(None)),
+    )
+    .await;
+    match check.compute.server(&server_id).await {
+        Err(e) => assert!(e.is_not_found(), "{e}"),
+        Ok(s) => panic!("the server is still there: {} {}", s.id, s.status),
+    }
+    let ports: Vec<stackhook_openstack::networking::Port> = {
+        use stackhook_openstack::networking::Networking;
+        check
+            .network
+            .list(&[("name", "e2e-md-0-a-0".to_string())])
+            .await
+            .expect("ports")
+    };
+    assert!(ports.is_empty(), "{ports:?}");
+    machines
+        .delete("e2e-md-0-a", &DeleteParams::default())
+        .await
+        .expect("deleting the Machine");
+}
+
+/// Deletes the e2e machine's server and port, if a failed run left them.
+async fn leftover_machine(check: &stackhook_openstack::Clients) {
+    use stackhook_openstack::networking::{Networking, Port};
+    if let Ok(servers) = check.compute.servers_named("^e2e-md-0-a$").await {
+        for s in servers {
+            let _ = check.compute.delete_server(&s.id).await;
+        }
+    }
+    for _ in 0..30 {
+        match check.compute.servers_named("^e2e-md-0-a$").await {
+            Ok(s) if s.is_empty() => break,
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    if let Ok(ports) = check
+        .network
+        .list::<Port>(&[("name", "e2e-md-0-a-0".to_string())])
+        .await
+    {
+        for p in ports {
+            let _ = check.network.delete::<Port>(&p.id).await;
+        }
+    }
 }
