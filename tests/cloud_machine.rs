@@ -228,8 +228,14 @@ fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
             let infra = OpenStackMachineInfra::default();
             let scope = machine_scope(&name, &osc, false);
             let mut osm = machine(&server_name);
+            let calls = || infra.clients_for(&id).unwrap().session.stats().snapshot();
+            let start = calls();
             let (passes, provider) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
-            println!("machine ready after {passes} passes");
+            let created = calls() - start;
+            println!(
+                "machine ready after {passes} passes: {} reads, {} writes, {} tokens",
+                created.reads, created.writes, created.auths
+            );
 
             let status = osm.status.clone().expect("status");
             assert_eq!(status.ready, Some(true));
@@ -288,14 +294,27 @@ fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
             );
             assert!(flavor.vcpus >= 1 && flavor.ram >= 64, "{flavor:?}");
 
-            // A steady pass changes nothing.
+            // A steady pass changes nothing and writes nothing to the cloud.
             let before = osm.status.clone();
+            let start = calls();
             let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
+            let steady = calls() - start;
+            println!(
+                "steady pass: {} reads, {} writes",
+                steady.reads, steady.writes
+            );
             assert_eq!(passes, 1);
             assert_eq!(osm.status, before);
+            assert_eq!(steady.writes, 0);
+            assert_eq!(steady.reads, 1, "one GET of the server: {steady:?}");
 
+            let start = calls();
             let passes = delete_machine(&infra, &scope, &mut osm, &id).await;
-            println!("machine deleted in {passes} passes");
+            let deleted = calls() - start;
+            println!(
+                "machine deleted in {passes} passes: {} reads, {} writes",
+                deleted.reads, deleted.writes
+            );
             assert_eq!(servers_named(&member, &server_name).await, 0);
             assert!(ports_named(&member, &format!("{server_name}-0"))
                 .await

@@ -776,15 +776,14 @@ async fn controller_cases(
         &ids[1]
     };
     assert_eq!(lease_holder(client, ns).await.as_ref(), Some(follower_id));
+    // The Lease goes at SIGTERM, while the hook listener still serves out its
+    // shutdown grace period (the process exits after it).
     let term = Instant::now();
-    let exit = follower.srv.sigterm();
-    assert!(exit.success(), "{exit:?}");
-    let holder = lease_holder(client, ns).await;
-    assert_ne!(
-        holder.as_ref(),
-        Some(follower_id),
-        "the Lease still names the stopped replica"
-    );
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &follower.srv.child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(kill.success());
     wait_up_to(lease, "the waiting replica to take over", async || {
         c.counters().await.leader == 1.0
     })
@@ -793,6 +792,14 @@ async fn controller_cases(
     assert!(
         took < lease / 2,
         "took over after {took:?}: the Lease was not released"
+    );
+    let exit = follower.srv.child.wait().expect("wait");
+    assert!(exit.success(), "{exit:?}");
+    let holder = lease_holder(client, ns).await;
+    assert_ne!(
+        holder.as_ref(),
+        Some(follower_id),
+        "the Lease still names the stopped replica"
     );
     step(g, &format!("SIGTERM: c took over after {took:?}"), term);
 

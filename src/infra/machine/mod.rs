@@ -211,6 +211,9 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 requeue_after: None,
             });
         }
+        if let Some(outcome) = self.steady().await? {
+            return Ok(outcome);
+        }
         let flavor = self.resolve().await?;
         self.status
             .extensions
@@ -258,6 +261,31 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         self.status.ready = Some(self.requeue.is_none());
         let provider = provider_id(self.region.as_deref(), &server.id);
         Ok(self.outcome(Some(provider)))
+    }
+
+    /// A machine that was ready costs one read per pass: its server, still ACTIVE.
+    /// A server gone from under a ready machine is CAPO's terminal failure (the
+    /// Machine is replaced), never a second server with the same name.
+    async fn steady(&mut self) -> Result<Option<MachineOutcome>, InfraError> {
+        let (Some(true), Some(id)) = (self.status.ready, self.status.instance_id.clone()) else {
+            return Ok(None);
+        };
+        match self.clients.compute().server(&id).await {
+            Ok(s) if s.status == "ACTIVE" => {
+                let provider = provider_id(self.region.as_deref(), &s.id);
+                Ok(Some(self.outcome(Some(provider))))
+            }
+            Ok(_) => Ok(None),
+            Err(e) if e.is_not_found() => {
+                self.status.failure_reason = Some("UpdateError".into());
+                self.status.failure_message = Some(format!("server {id} is gone"));
+                self.status.ready = Some(false);
+                self.status.instance_state = Some("DELETED".into());
+                self.save().await?;
+                Err(user("InstanceNotFound", format!("server {id} is gone")))
+            }
+            Err(e) => Err(os("InstanceCreateFailed", e)),
+        }
     }
 
     fn outcome(&self, provider_id: Option<String>) -> MachineOutcome {
