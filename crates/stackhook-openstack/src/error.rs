@@ -37,6 +37,13 @@ pub enum OsError {
     /// clouds.yaml or the CA bundle is unusable.
     #[error("cloud configuration: {0}")]
     Config(String),
+    /// Refused before sending: the cloud's API version cannot do what was
+    /// asked (a soft server-group policy below Nova 2.15, a cap below the
+    /// cloud's minimum), or the request breaks a documented limit (user data
+    /// over Nova's 65535 bytes). Sending it would only earn a 400, so the
+    /// reconcile reports it as a spec error instead of retrying.
+    #[error("{service}: {message}")]
+    Invalid { service: String, message: String },
     /// The catalog has no endpoint for a service in the region and interface.
     #[error(
         "no {service} endpoint for region {region:?} and interface {interface} in the catalog"
@@ -80,7 +87,10 @@ impl OsError {
                 matches!(*status, 408 | 409 | 429) || (*status >= 500 && *status != 501)
             }
             Self::Transport { .. } => true,
-            Self::Decode { .. } | Self::Config(_) | Self::NoEndpoint { .. } => false,
+            Self::Decode { .. }
+            | Self::Config(_)
+            | Self::Invalid { .. }
+            | Self::NoEndpoint { .. } => false,
         }
     }
 
@@ -102,7 +112,8 @@ impl OsError {
         match self {
             Self::Http { message, .. }
             | Self::Transport { message, .. }
-            | Self::Decode { message, .. } => message.clone(),
+            | Self::Decode { message, .. }
+            | Self::Invalid { message, .. } => message.clone(),
             other => other.to_string(),
         }
     }
@@ -188,6 +199,12 @@ mod tests {
         };
         assert!(t.is_retryable());
         assert!(!OsError::Config("x".into()).is_retryable());
+        let invalid = OsError::Invalid {
+            service: "compute".into(),
+            message: "needs 2.15".into(),
+        };
+        assert!(!invalid.is_retryable() && invalid.status().is_none());
+        assert_eq!(invalid.message(), "needs 2.15");
     }
 
     #[test]
