@@ -16,7 +16,10 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
-use stackhook_openstack::compute::{AvailabilityZone, Compute, Flavor, Server};
+use stackhook_openstack::compute::{
+    server_group_body, AvailabilityZone, Compute, Flavor, Microversion, Server, ServerGroup,
+    ServerGroupPolicy, ServerGroupRules, SCHEDULER_HINTS_KEY,
+};
 use stackhook_openstack::config::{AuthMethod, NameOrId};
 use stackhook_openstack::identity::Identity;
 use stackhook_openstack::image::{Image, Images};
@@ -142,6 +145,8 @@ struct State {
     octavia_busy_reads: usize,
     /// Reads a server stays in `BUILD` or being deleted.
     nova_busy_reads: usize,
+    /// The microversion Nova negotiates (2.96 when unset).
+    nova_microversion: Option<Microversion>,
 }
 
 /// The whole cloud; it is its own client for every service.
@@ -666,13 +671,89 @@ impl State {
     }
 
     fn remove_server(&mut self, id: &str) {
-        self.coll("servers").remove(id);
+        let server = self.coll("servers").remove(id);
         for p in self.coll("ports").values_mut() {
             if str_of(p, "device_id") == id {
                 p["device_id"] = json!("");
                 p["device_owner"] = json!("");
             }
         }
+        for g in self.coll("server-groups").values_mut() {
+            if let Some(members) = g["members"].as_array_mut() {
+                members.retain(|m| m.as_str() != Some(id));
+            }
+        }
+        let attached = server
+            .as_ref()
+            .and_then(|s| s.get("os-extended-volumes:volumes_attached"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for a in attached {
+            let volume = str_of(&a, "id");
+            if a["delete_on_termination"].as_bool() == Some(true) {
+                self.coll("volumes").remove(volume);
+            } else if let Some(v) = self.coll("volumes").get_mut(volume) {
+                v["status"] = json!("available");
+                v["attachments"] = json!([]);
+            }
+        }
+    }
+
+    /// Attaches the volumes of a new server's block device mapping (Nova
+    /// creates the ones made from an image) and gives what the server
+    /// records: `(image ID or "", volumes_attached)`.
+    fn map_block_devices(&mut self, server: &str, body: &Value) -> Result<(Value, Value), OsError> {
+        let bad = |m: &str| http(Op::Create, "servers", 400, m, None);
+        let mut image = body.get("imageRef").cloned().unwrap_or(json!(""));
+        let mut attached = Vec::new();
+        let devices = body
+            .get("block_device_mapping_v2")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for d in devices {
+            let uuid = str_of(&d, "uuid").to_owned();
+            let boot = d["boot_index"].as_i64() == Some(0);
+            let delete = d["delete_on_termination"].as_bool() == Some(true);
+            let volume = match (str_of(&d, "source_type"), str_of(&d, "destination_type")) {
+                ("image", dest) => {
+                    if self.find("images", &uuid).is_none() {
+                        return Err(bad("Image not found"));
+                    }
+                    if dest != "volume" {
+                        if boot {
+                            image = json!(uuid);
+                        }
+                        continue;
+                    }
+                    let id = self.id("volumes");
+                    self.insert(
+                        "volumes",
+                        json!({"id": id, "name": "", "status": "available", "bootable": "true",
+                            "size": d["volume_size"], "metadata": {}, "attachments": []}),
+                    );
+                    id
+                }
+                ("volume", _) => {
+                    let v = self
+                        .find("volumes", &uuid)
+                        .ok_or_else(|| bad("Volume not found"))?;
+                    if str_of(v, "status") != "available" {
+                        return Err(bad("Volume is not available"));
+                    }
+                    uuid
+                }
+                _ => continue,
+            };
+            if let Some(v) = self.coll("volumes").get_mut(&volume) {
+                v["status"] = json!("in-use");
+                v["attachments"] = json!([{"server_id": server, "attachment_id": server,
+                    "device": ""}]);
+            }
+            attached.push(json!({"id": volume, "delete_on_termination": delete}));
+        }
+        Ok((image, Value::Array(attached)))
     }
 }
 
@@ -745,6 +826,12 @@ impl FakeCloud {
     /// Servers stay in `BUILD` (or deleting) for this many reads.
     pub fn set_nova_busy_reads(&self, reads: usize) {
         self.lock().nova_busy_reads = reads;
+    }
+
+    /// The microversion Nova negotiates, e.g. 2.63 for a cloud that only
+    /// takes the `policies` server-group body.
+    pub fn set_nova_microversion(&self, at: Microversion) {
+        self.lock().nova_microversion = Some(at);
     }
 
     /// The writes that took effect so far.
@@ -1076,7 +1163,11 @@ impl Compute for FakeCloud {
     async fn create_server(&self, body: Value, _microversion: &str) -> Result<String, OsError> {
         self.call(Op::Create, "servers", |st| {
             let bad = |m: &str| http(Op::Create, "servers", 400, m, None);
-            if st.find("images", str_of(&body, "imageRef")).is_none() {
+            let boots_from_device = body
+                .get("block_device_mapping_v2")
+                .and_then(Value::as_array)
+                .is_some_and(|d| d.iter().any(|d| d["boot_index"].as_i64() == Some(0)));
+            if !boots_from_device && st.find("images", str_of(&body, "imageRef")).is_none() {
                 return Err(bad("Image not found"));
             }
             if st
@@ -1093,10 +1184,25 @@ impl Compute for FakeCloud {
             if st.find("ports", &port).is_none() {
                 return Err(bad("Port not found"));
             }
+            let group = body
+                .pointer(&format!("/{SCHEDULER_HINTS_KEY}/group"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if let Some(g) = &group {
+                if st.find("server-groups", g).is_none() {
+                    return Err(bad("Invalid server group"));
+                }
+            }
             let id = st.id("servers");
+            let (image, volumes) = st.map_block_devices(&id, &body)?;
             if let Some(p) = st.coll("ports").get_mut(&port) {
                 p["device_id"] = json!(id);
                 p["device_owner"] = json!("compute:nova");
+            }
+            if let Some(g) = group.and_then(|g| st.coll("server-groups").get_mut(&g)) {
+                if let Some(members) = g["members"].as_array_mut() {
+                    members.push(json!(id));
+                }
             }
             let building = st.nova_busy_reads > 0;
             if building {
@@ -1104,10 +1210,20 @@ impl Compute for FakeCloud {
                 st.busy
                     .insert(id.clone(), ("servers", reads, Settle::Active));
             }
+            let image = if image.as_str().is_some_and(|i| !i.is_empty()) {
+                json!({ "id": image })
+            } else {
+                json!("")
+            };
             st.insert(
                 "servers",
                 json!({"id": id, "name": body["name"], "metadata": body["metadata"],
-                    "status": if building { "BUILD" } else { "ACTIVE" }}),
+                    "status": if building { "BUILD" } else { "ACTIVE" },
+                    "OS-EXT-AZ:availability_zone": body.get("availability_zone")
+                        .cloned().unwrap_or(json!("az1")),
+                    "flavor": {"id": body["flavorRef"]}, "image": image,
+                    "tags": body.get("tags").cloned().unwrap_or(json!([])),
+                    "os-extended-volumes:volumes_attached": volumes}),
             );
             Ok(id)
         })
@@ -1128,6 +1244,55 @@ impl Compute for FakeCloud {
             st.busy
                 .insert(id.to_owned(), ("servers", reads, Settle::Gone));
             Ok(())
+        })
+    }
+    async fn microversion(&self) -> Result<Microversion, OsError> {
+        self.call(Op::Get, "versions", |st| {
+            Ok(st.nova_microversion.unwrap_or(Microversion::new(2, 96)))
+        })
+    }
+
+    async fn server_groups(&self) -> Result<Vec<ServerGroup>, OsError> {
+        self.call(Op::List, "server-groups", |st| {
+            st.list("server-groups", &[])
+                .into_iter()
+                .map(|o| decode("server-groups", o))
+                .collect()
+        })
+    }
+
+    async fn server_group(&self, id: &str) -> Result<ServerGroup, OsError> {
+        self.call(Op::Get, "server-groups", |st| {
+            decode("server-groups", st.get("server-groups", id)?)
+        })
+    }
+
+    async fn create_server_group(
+        &self,
+        name: &str,
+        policy: ServerGroupPolicy,
+        rules: &ServerGroupRules,
+    ) -> Result<ServerGroup, OsError> {
+        self.call(Op::Create, "server-groups", |st| {
+            let at = st.nova_microversion.unwrap_or(Microversion::new(2, 96));
+            // The same refusals as the real client, before any write.
+            server_group_body(name, policy, rules, at)?;
+            let id = st.id("server-groups");
+            let group = st.insert(
+                "server-groups",
+                json!({"id": id, "name": name, "policy": policy.as_str(), "rules": rules,
+                    "members": []}),
+            );
+            decode("server-groups", group)
+        })
+    }
+
+    async fn delete_server_group(&self, id: &str) -> Result<(), OsError> {
+        self.call(Op::Delete, "server-groups", |st| {
+            st.coll("server-groups")
+                .remove(id)
+                .map(drop)
+                .ok_or_else(|| not_found("server-groups", id))
         })
     }
 }
