@@ -1,6 +1,6 @@
 //! The OpenStack client of stackhook: clouds.yaml, a Keystone v3 session,
 //! and one small trait per service (Identity, Networking, LoadBalancing,
-//! Compute, Images) with its real implementation on that session.
+//! Compute, Images, BlockStorage) with its real implementation on that session.
 //!
 //! Written for the controllers rather than as a general SDK: only the calls
 //! they make, errors that keep the HTTP status (a reconcile must tell "try
@@ -9,6 +9,7 @@
 //! [`CloudClients`], and tested against an in-memory cloud that fails on
 //! demand as well as against a real one.
 
+pub mod blockstorage;
 pub mod cache;
 pub mod compute;
 pub mod config;
@@ -26,6 +27,7 @@ pub use config::CloudConfig;
 pub use error::OsError;
 pub use session::{CallCounts, Session};
 
+use blockstorage::BlockStorage;
 use compute::Compute;
 use identity::Identity;
 use image::Images;
@@ -45,6 +47,8 @@ pub trait CloudClients: Send + Sync + 'static {
     type Compute: Compute;
     /// Glance.
     type Image: Images;
+    /// Cinder (root and data volumes of machines).
+    type BlockStorage: BlockStorage;
 
     /// The clouds.yaml entry the clients were built from (auth URL and
     /// region are published as facts about the cluster).
@@ -54,6 +58,7 @@ pub trait CloudClients: Send + Sync + 'static {
     fn load_balancer(&self) -> &Self::LoadBalancer;
     fn compute(&self) -> &Self::Compute;
     fn image(&self) -> &Self::Image;
+    fn block_storage(&self) -> &Self::BlockStorage;
 }
 
 /// The real service clients of one cloud, sharing one session and token.
@@ -67,6 +72,7 @@ pub struct Clients {
     pub load_balancer: loadbalancing::Octavia,
     pub compute: compute::Nova,
     pub image: image::Glance,
+    pub block_storage: blockstorage::Cinder,
 }
 
 impl Clients {
@@ -80,6 +86,7 @@ impl Clients {
             load_balancer: loadbalancing::Octavia::new(session.clone()),
             compute: compute::Nova::new(session.clone()),
             image: image::Glance::new(session.clone()),
+            block_storage: blockstorage::Cinder::new(session.clone()),
             session,
         })
     }
@@ -91,6 +98,7 @@ impl CloudClients for Clients {
     type LoadBalancer = loadbalancing::Octavia;
     type Compute = compute::Nova;
     type Image = image::Glance;
+    type BlockStorage = blockstorage::Cinder;
 
     fn config(&self) -> &CloudConfig {
         self.session.config()
@@ -109,5 +117,8 @@ impl CloudClients for Clients {
     }
     fn image(&self) -> &Self::Image {
         &self.image
+    }
+    fn block_storage(&self) -> &Self::BlockStorage {
+        &self.block_storage
     }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
+use stackhook_openstack::blockstorage::{BlockStorage, Volume, VolumeCreate, VolumeFilter};
 use stackhook_openstack::compute::{
     server_group_body, AvailabilityZone, Compute, Flavor, Microversion, Server, ServerGroup,
     ServerGroupPolicy, ServerGroupRules, SCHEDULER_HINTS_KEY,
@@ -145,6 +146,8 @@ struct State {
     octavia_busy_reads: usize,
     /// Reads a server stays in `BUILD` or being deleted.
     nova_busy_reads: usize,
+    /// Reads a volume stays `creating` or `deleting`.
+    cinder_busy_reads: usize,
     /// The microversion Nova negotiates (2.96 when unset).
     nova_microversion: Option<Microversion>,
 }
@@ -300,6 +303,14 @@ impl State {
                 if let Some(s) = self.coll(kind).get_mut(id) {
                     s["status"] = json!("ACTIVE");
                 }
+            }
+            ("volumes", Settle::Active) => {
+                if let Some(v) = self.coll(kind).get_mut(id) {
+                    v["status"] = json!("available");
+                }
+            }
+            ("volumes", Settle::Gone) => {
+                self.coll(kind).remove(id);
             }
             ("loadbalancers", Settle::Gone) => self.remove_load_balancer(id),
             ("servers", Settle::Gone) => self.remove_server(id),
@@ -828,6 +839,11 @@ impl FakeCloud {
         self.lock().nova_busy_reads = reads;
     }
 
+    /// Volumes stay `creating` (or `deleting`) for this many reads.
+    pub fn set_cinder_busy_reads(&self, reads: usize) {
+        self.lock().cinder_busy_reads = reads;
+    }
+
     /// The microversion Nova negotiates, e.g. 2.63 for a cloud that only
     /// takes the `policies` server-group body.
     pub fn set_nova_microversion(&self, at: Microversion) {
@@ -905,6 +921,7 @@ impl CloudClients for FakeCloud {
     type LoadBalancer = Self;
     type Compute = Self;
     type Image = Self;
+    type BlockStorage = Self;
 
     fn config(&self) -> &CloudConfig {
         &self.config
@@ -922,6 +939,9 @@ impl CloudClients for FakeCloud {
         self
     }
     fn image(&self) -> &Self {
+        self
+    }
+    fn block_storage(&self) -> &Self {
         self
     }
 }
@@ -1304,6 +1324,87 @@ impl Images for FakeCloud {
                 .into_iter()
                 .map(|o| decode("images", o))
                 .collect()
+        })
+    }
+}
+
+impl BlockStorage for FakeCloud {
+    async fn create_volume(&self, volume: &VolumeCreate) -> Result<Volume, OsError> {
+        self.call(Op::Create, "volumes", |st| {
+            if let Some(image) = &volume.image_id {
+                if st.find("images", image).is_none() {
+                    return Err(http(Op::Create, "volumes", 400, "Image not found", None));
+                }
+            }
+            let id = st.id("volumes");
+            let creating = st.cinder_busy_reads > 0;
+            if creating {
+                let reads = st.cinder_busy_reads;
+                st.busy
+                    .insert(id.clone(), ("volumes", reads, Settle::Active));
+            }
+            let mut v = volume.body()["volume"].take();
+            v["id"] = json!(id);
+            v["status"] = json!(if creating { "creating" } else { "available" });
+            v["bootable"] = json!(if volume.image_id.is_some() {
+                "true"
+            } else {
+                "false"
+            });
+            v["attachments"] = json!([]);
+            if v.get("metadata").is_none() {
+                v["metadata"] = json!({});
+            }
+            decode("volumes", st.insert("volumes", v))
+        })
+    }
+
+    async fn volume(&self, id: &str) -> Result<Volume, OsError> {
+        self.call(Op::Get, "volumes", |st| {
+            decode("volumes", st.get("volumes", id)?)
+        })
+    }
+
+    async fn volumes(&self, filter: &VolumeFilter) -> Result<Vec<Volume>, OsError> {
+        self.call(Op::List, "volumes", |st| {
+            let query: Vec<(&str, String)> =
+                filter.name.iter().map(|n| ("name", n.clone())).collect();
+            st.list("volumes", &query)
+                .into_iter()
+                .filter(|v| {
+                    filter
+                        .metadata
+                        .iter()
+                        .all(|(k, val)| v["metadata"][k].as_str() == Some(val))
+                })
+                .map(|o| decode("volumes", o))
+                .collect()
+        })
+    }
+
+    async fn delete_volume(&self, id: &str) -> Result<(), OsError> {
+        self.call(Op::Delete, "volumes", |st| {
+            let v = st.get("volumes", id)?;
+            if !matches!(str_of(&v, "status"), "available" | "error") {
+                return Err(http(
+                    Op::Delete,
+                    "volumes",
+                    400,
+                    "Volume status must be available or error",
+                    None,
+                ));
+            }
+            if st.cinder_busy_reads == 0 {
+                st.coll("volumes").remove(id);
+                return Ok(());
+            }
+            if let Some(v) = st.coll("volumes").get_mut(id) {
+                v["status"] = json!("deleting");
+            }
+            let reads = st.cinder_busy_reads;
+            st.busy
+                .insert(id.to_owned(), ("volumes", reads, Settle::Gone));
+            Ok(())
         })
     }
 }
