@@ -81,6 +81,30 @@ pub struct Pool {
     pub provisioning_status: String,
 }
 
+/// A pool member: one backend address, e.g. a control-plane machine's port.
+/// Members live under their pool (`/v2/lbaas/pools/{pool_id}/members`), so
+/// they are not an [`OctaviaResource`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Member {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub address: String,
+    #[serde(default)]
+    pub protocol_port: i64,
+    #[serde(default)]
+    pub subnet_id: Option<String>,
+    /// Can stay `PENDING_*` while the load balancer is ACTIVE (CAPO #2763),
+    /// so a caller waiting for a member checks this, not only the LB.
+    #[serde(default)]
+    pub provisioning_status: String,
+    #[serde(default)]
+    pub operating_status: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
 /// A health monitor: how a pool's members are checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct HealthMonitor {
@@ -156,6 +180,33 @@ pub trait LoadBalancing: Send + Sync {
     ) -> impl Future<Output = Result<(), OsError>> + Send;
     /// The current API version (`GET /`, last `id`), e.g. `(2, 27)`.
     fn api_version(&self) -> impl Future<Output = Result<(u32, u32), OsError>> + Send;
+
+    /// The members of a pool, with filters such as `name` or `address`.
+    fn members(
+        &self,
+        pool_id: &str,
+        query: &[(&str, String)],
+    ) -> impl Future<Output = Result<Vec<Member>, OsError>> + Send;
+    /// One member; a 404 means it (or its pool) is gone.
+    fn member(
+        &self,
+        pool_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Member, OsError>> + Send;
+    /// `body` is the object without its `{"member": ...}` envelope
+    /// (`name`, `address`, `protocol_port`, `subnet_id`, `tags`...). Fails
+    /// with 409 while the load balancer is `PENDING_*`.
+    fn create_member(
+        &self,
+        pool_id: &str,
+        body: Value,
+    ) -> impl Future<Output = Result<Member, OsError>> + Send;
+    /// Fails with 409 while the load balancer is `PENDING_*`.
+    fn delete_member(
+        &self,
+        pool_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
 }
 
 /// The real Octavia client.
@@ -235,6 +286,41 @@ impl LoadBalancing for Octavia {
                 message: "no API version listed".into(),
             })
     }
+    async fn members(
+        &self,
+        pool_id: &str,
+        query: &[(&str, String)],
+    ) -> Result<Vec<Member>, OsError> {
+        self.session
+            .list_wrapped(SERVICE, &members_path(pool_id), "members", query)
+            .await
+    }
+
+    async fn member(&self, pool_id: &str, id: &str) -> Result<Member, OsError> {
+        let path = format!("{}/{id}", members_path(pool_id));
+        self.session.get_wrapped(SERVICE, &path, "member").await
+    }
+
+    async fn create_member(&self, pool_id: &str, body: Value) -> Result<Member, OsError> {
+        self.session
+            .send_wrapped(
+                Method::POST,
+                SERVICE,
+                &members_path(pool_id),
+                "member",
+                body,
+            )
+            .await
+    }
+
+    async fn delete_member(&self, pool_id: &str, id: &str) -> Result<(), OsError> {
+        let path = format!("{}/{id}", members_path(pool_id));
+        self.session.delete_path(SERVICE, &path).await
+    }
+}
+
+fn members_path(pool_id: &str) -> String {
+    format!("/v2/lbaas/pools/{pool_id}/members")
 }
 
 /// `v2.27` → `(2, 27)`.
@@ -257,5 +343,22 @@ mod tests {
             ..Default::default()
         };
         assert!(lb.is_pending() && !lb.is_active());
+    }
+
+    #[test]
+    fn decodes_members() {
+        let members: Vec<Member> = crate::session::unwrap_body(
+            SERVICE,
+            Some(serde_json::json!({"members": [{"id": "m1", "name": "cp-0",
+                "address": "10.6.0.5", "protocol_port": 6443, "subnet_id": null,
+                "provisioning_status": "PENDING_CREATE", "operating_status": "NO_MONITOR",
+                "weight": 1, "tags": []}], "members_links": []})),
+            "members",
+            "/v2/lbaas/pools/p/members",
+        )
+        .unwrap();
+        assert_eq!(members[0].protocol_port, 6443);
+        assert_eq!(members[0].subnet_id, None);
+        assert_eq!(members_path("p"), "/v2/lbaas/pools/p/members");
     }
 }

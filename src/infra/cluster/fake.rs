@@ -24,7 +24,7 @@ use stackhook_openstack::compute::{
 use stackhook_openstack::config::{AuthMethod, NameOrId};
 use stackhook_openstack::identity::Identity;
 use stackhook_openstack::image::{Image, Images};
-use stackhook_openstack::loadbalancing::{LoadBalancing, OctaviaResource};
+use stackhook_openstack::loadbalancing::{LoadBalancing, Member, OctaviaResource};
 use stackhook_openstack::networking::{Networking, NeutronResource, Query};
 use stackhook_openstack::session::{TokenDomain, TokenProject};
 use stackhook_openstack::{CloudClients, CloudConfig, OsError};
@@ -585,7 +585,7 @@ impl State {
         );
     }
 
-    /// The load balancer a listener, pool or monitor body hangs from.
+    /// The load balancer a listener, pool, member or monitor body hangs from.
     fn owning_load_balancer(&self, kind: &str, obj: &Value) -> String {
         match kind {
             "listeners" => str_of(obj, "loadbalancer_id").to_owned(),
@@ -593,7 +593,7 @@ impl State {
                 .find("listeners", str_of(obj, "listener_id"))
                 .map(|l| str_of(l, "loadbalancer_id").to_owned())
                 .unwrap_or_default(),
-            "healthmonitors" => self
+            "healthmonitors" | "members" => self
                 .find("pools", str_of(obj, "pool_id"))
                 .map(|p| str_of(p, "loadbalancer_id").to_owned())
                 .unwrap_or_default(),
@@ -663,6 +663,9 @@ impl State {
                     p["healthmonitor_id"] = json!(id);
                 }
             }
+            "members" => {
+                obj.entry("operating_status").or_insert(json!("NO_MONITOR"));
+            }
             _ => return Err(http(Op::Create, kind, 400, "unknown collection", None)),
         }
         let obj = self.insert(kind, Value::Object(obj));
@@ -672,7 +675,7 @@ impl State {
 
     fn remove_load_balancer(&mut self, id: &str) {
         self.coll("loadbalancers").remove(id);
-        for kind in ["listeners", "pools", "healthmonitors"] {
+        for kind in ["listeners", "pools", "healthmonitors", "members"] {
             self.coll(kind)
                 .retain(|_, o| str_of(o, "loadbalancer_id") != id);
         }
@@ -1131,6 +1134,53 @@ impl LoadBalancing for FakeCloud {
 
     async fn api_version(&self) -> Result<(u32, u32), OsError> {
         self.call(Op::Get, "versions", |_| Ok((2, 27)))
+    }
+    async fn members(
+        &self,
+        pool_id: &str,
+        query: &[(&str, String)],
+    ) -> Result<Vec<Member>, OsError> {
+        self.call(Op::List, "members", |st| {
+            st.get("pools", pool_id)?;
+            st.list("members", query)
+                .into_iter()
+                .filter(|m| str_of(m, "pool_id") == pool_id)
+                .map(|o| decode("members", o))
+                .collect()
+        })
+    }
+
+    async fn member(&self, pool_id: &str, id: &str) -> Result<Member, OsError> {
+        self.call(Op::Get, "members", |st| {
+            let m = st.get("members", id)?;
+            if str_of(&m, "pool_id") != pool_id {
+                return Err(not_found("members", id));
+            }
+            decode("members", m)
+        })
+    }
+
+    async fn create_member(&self, pool_id: &str, body: Value) -> Result<Member, OsError> {
+        self.call(Op::Create, "members", |st| {
+            st.get("pools", pool_id)?;
+            let mut body = body;
+            body["pool_id"] = json!(pool_id);
+            decode("members", st.octavia_create("members", body)?)
+        })
+    }
+
+    async fn delete_member(&self, pool_id: &str, id: &str) -> Result<(), OsError> {
+        self.call(Op::Delete, "members", |st| {
+            let m = st.get("members", id)?;
+            if str_of(&m, "pool_id") != pool_id {
+                return Err(not_found("members", id));
+            }
+            let lb = str_of(&m, "loadbalancer_id").to_owned();
+            st.active_load_balancer(Op::Delete, &lb)?;
+            st.coll("members").remove(id);
+            st.touch_load_balancer(&lb);
+            Ok(())
+        })
     }
 }
 
