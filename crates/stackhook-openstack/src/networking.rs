@@ -121,6 +121,113 @@ pub struct Port {
     pub security_groups: Vec<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    #[serde(default)]
+    pub description: String,
+    /// `ACTIVE` once bound to a host and up, `DOWN` otherwise.
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub mac_address: String,
+    /// `None` where the port-security extension is missing.
+    #[serde(default)]
+    pub port_security_enabled: Option<bool>,
+}
+
+/// An address wanted on a new port: a subnet, an address, or both.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FixedIpRequest {
+    pub subnet_id: Option<String>,
+    pub ip_address: Option<String>,
+}
+
+/// A new port as CAPO creates a machine's ports (`POST /v2.0/ports`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCreate {
+    pub name: String,
+    pub network_id: String,
+    pub description: Option<String>,
+    /// Empty: Neutron picks an address on each subnet of the network.
+    pub fixed_ips: Vec<FixedIpRequest>,
+    /// Security group IDs; Neutron puts the project's `default` group on a
+    /// port created without any.
+    pub security_groups: Vec<String>,
+    pub allowed_address_pairs: Vec<AddressPair>,
+    /// `Some(false)` turns anti-spoofing off, which Neutron allows only on a
+    /// port without security groups.
+    pub port_security_enabled: Option<bool>,
+    /// Not in [`PortCreate::body`]: Neutron drops `tags` from a port
+    /// create body, or refuses them (networks), even where it lists the
+    /// `tag-creation` extension. [`Networking::create_port`] sets them
+    /// with a second call, as CAPO does.
+    pub tags: Vec<String>,
+    pub admin_state_up: Option<bool>,
+    pub mac_address: Option<String>,
+}
+
+impl PortCreate {
+    /// The body for [`Networking::create`], without the envelope. With
+    /// port security off, `security_groups` is sent empty whatever the
+    /// field holds: Neutron refuses (409) a group on such a port, and the
+    /// machine-wide groups a caller adds to every port would otherwise make
+    /// a port without port security impossible.
+    pub fn body(&self) -> Value {
+        let mut v = json!({"name": self.name, "network_id": self.network_id});
+        if let Some(d) = &self.description {
+            v["description"] = json!(d);
+        }
+        if !self.fixed_ips.is_empty() {
+            v["fixed_ips"] = Value::Array(
+                self.fixed_ips
+                    .iter()
+                    .map(|f| {
+                        let mut ip = json!({});
+                        if let Some(s) = &f.subnet_id {
+                            ip["subnet_id"] = json!(s);
+                        }
+                        if let Some(a) = &f.ip_address {
+                            ip["ip_address"] = json!(a);
+                        }
+                        ip
+                    })
+                    .collect(),
+            );
+        }
+        if self.port_security_enabled == Some(false) {
+            v["port_security_enabled"] = json!(false);
+            v["security_groups"] = json!([]);
+        } else {
+            if let Some(enabled) = self.port_security_enabled {
+                v["port_security_enabled"] = json!(enabled);
+            }
+            if !self.security_groups.is_empty() {
+                v["security_groups"] = json!(self.security_groups);
+            }
+        }
+        if !self.allowed_address_pairs.is_empty() {
+            v["allowed_address_pairs"] = address_pairs(&self.allowed_address_pairs);
+        }
+        if let Some(up) = self.admin_state_up {
+            v["admin_state_up"] = json!(up);
+        }
+        if let Some(mac) = &self.mac_address {
+            v["mac_address"] = json!(mac);
+        }
+        v
+    }
+}
+
+/// The `allowed_address_pairs` value Neutron takes: a MAC only when set
+/// (an explicit `null` is refused).
+pub fn address_pairs(pairs: &[AddressPair]) -> Value {
+    Value::Array(
+        pairs
+            .iter()
+            .map(|p| match &p.mac_address {
+                Some(mac) => json!({"ip_address": p.ip_address, "mac_address": mac}),
+                None => json!({"ip_address": p.ip_address}),
+            })
+            .collect(),
+    )
 }
 
 /// A security group rule; `None` fields mean "any".
@@ -233,6 +340,12 @@ pub trait Networking: Send + Sync {
         id: &str,
         tag: &str,
     ) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// `PUT /v2.0/<plural>/<id>/tags`: replaces all tags in one call.
+    fn set_tags<T: NeutronResource>(
+        &self,
+        id: &str,
+        tags: &[String],
+    ) -> impl Future<Output = Result<(), OsError>> + Send;
     /// Connects the subnet to the router (a port on the subnet's gateway).
     fn add_router_interface(
         &self,
@@ -245,6 +358,24 @@ pub trait Networking: Send + Sync {
         router_id: &str,
         subnet_id: &str,
     ) -> impl Future<Output = Result<(), OsError>> + Send;
+
+    /// Creates the port, then sets its tags (see [`PortCreate::tags`]). A
+    /// failure in between leaves an untagged port, which the caller finds
+    /// again by name on its next pass and tags then.
+    fn create_port(&self, port: &PortCreate) -> impl Future<Output = Result<Port, OsError>> + Send
+    where
+        Self: Sized,
+    {
+        let body = port.body();
+        async move {
+            let mut created: Port = self.create(body).await?;
+            if !port.tags.is_empty() {
+                self.set_tags::<Port>(&created.id, &port.tags).await?;
+                created.tags = port.tags.clone();
+            }
+            Ok(created)
+        }
+    }
 
     /// Lets a port answer for `ip` too (a VIP held by keepalived or Cilium
     /// L2 announcements); no write when the pair is already there.
@@ -265,18 +396,55 @@ pub trait Networking: Send + Sync {
             {
                 return Ok(port);
             }
-            let mut pairs: Vec<Value> = port
+            let mut pairs = port.allowed_address_pairs;
+            pairs.push(AddressPair {
+                ip_address: ip.to_owned(),
+                mac_address: None,
+            });
+            self.set_allowed_address_pairs(port_id, &pairs).await
+        }
+    }
+
+    /// Stops a port answering for `ip` (a VIP moved away or a machine
+    /// leaving the control plane); no write when the pair is not there.
+    fn disallow_address(
+        &self,
+        port_id: &str,
+        ip: &str,
+    ) -> impl Future<Output = Result<Port, OsError>> + Send
+    where
+        Self: Sized,
+    {
+        async move {
+            let port: Port = self.get(port_id).await?;
+            if !port
                 .allowed_address_pairs
                 .iter()
-                .map(|p| match &p.mac_address {
-                    Some(mac) => json!({"ip_address": p.ip_address, "mac_address": mac}),
-                    None => json!({"ip_address": p.ip_address}),
-                })
+                .any(|p| p.ip_address == ip)
+            {
+                return Ok(port);
+            }
+            let pairs: Vec<AddressPair> = port
+                .allowed_address_pairs
+                .into_iter()
+                .filter(|p| p.ip_address != ip)
                 .collect();
-            pairs.push(json!({ "ip_address": ip }));
-            self.update(port_id, json!({ "allowed_address_pairs": pairs }))
-                .await
+            self.set_allowed_address_pairs(port_id, &pairs).await
         }
+    }
+
+    /// Replaces the port's allowed address pairs with `pairs` (Neutron has
+    /// no call that adds or removes one).
+    fn set_allowed_address_pairs(
+        &self,
+        port_id: &str,
+        pairs: &[AddressPair],
+    ) -> impl Future<Output = Result<Port, OsError>> + Send
+    where
+        Self: Sized,
+    {
+        let body = json!({ "allowed_address_pairs": address_pairs(pairs) });
+        async move { self.update(port_id, body).await }
     }
 }
 
@@ -329,6 +497,15 @@ impl Networking for Neutron {
         let path = format!("/v2.0/{}/{id}/tags/{}", T::PLURAL, encode_segment(tag));
         self.session
             .request(Method::PUT, SERVICE, &path, &[], None, &vec![])
+            .await
+            .map(drop)
+    }
+
+    async fn set_tags<T: NeutronResource>(&self, id: &str, tags: &[String]) -> Result<(), OsError> {
+        let path = format!("/v2.0/{}/{id}/tags", T::PLURAL);
+        let body = json!({ "tags": tags });
+        self.session
+            .request(Method::PUT, SERVICE, &path, &[], Some(&body), &vec![])
             .await
             .map(drop)
     }
@@ -394,6 +571,45 @@ mod tests {
         .unwrap();
         assert!(n.external);
         assert!(unwrap_body::<Network>(SERVICE, Some(json!({})), "network", "/p").is_err());
+    }
+
+    #[test]
+    fn builds_port_create_bodies() {
+        let port = PortCreate {
+            name: "m-0".into(),
+            network_id: "n".into(),
+            description: Some("Created by stackhook".into()),
+            fixed_ips: vec![FixedIpRequest {
+                subnet_id: Some("s".into()),
+                ip_address: None,
+            }],
+            security_groups: vec!["sg".into()],
+            allowed_address_pairs: vec![AddressPair {
+                ip_address: "10.0.0.10".into(),
+                mac_address: None,
+            }],
+            tags: vec!["t".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            port.body(),
+            json!({"name": "m-0", "network_id": "n", "description": "Created by stackhook",
+                "fixed_ips": [{"subnet_id": "s"}], "security_groups": ["sg"],
+                "allowed_address_pairs": [{"ip_address": "10.0.0.10"}]})
+        );
+        let open = PortCreate {
+            port_security_enabled: Some(false),
+            ..port
+        };
+        let body = open.body();
+        assert_eq!(body["port_security_enabled"], false);
+        assert_eq!(body["security_groups"], json!([]));
+        let bare = PortCreate {
+            name: "p".into(),
+            network_id: "n".into(),
+            ..Default::default()
+        };
+        assert_eq!(bare.body(), json!({"name": "p", "network_id": "n"}));
     }
 
     #[test]

@@ -1021,6 +1021,17 @@ impl Networking for FakeCloud {
         })
     }
 
+    async fn set_tags<T: NeutronResource>(&self, id: &str, tags: &[String]) -> Result<(), OsError> {
+        self.call(Op::AddTag, T::PLURAL, |st| {
+            let obj = st
+                .coll(T::PLURAL)
+                .get_mut(id)
+                .ok_or_else(|| not_found(T::PLURAL, id))?;
+            obj["tags"] = json!(tags);
+            Ok(())
+        })
+    }
+
     async fn add_router_interface(&self, router_id: &str, subnet_id: &str) -> Result<(), OsError> {
         self.call(Op::AddInterface, "routers", |st| {
             st.find("routers", router_id)
