@@ -31,6 +31,7 @@ use stackhook::infra::machine::OpenStackMachineInfra;
 use stackhook::infra::seam::{
     DeleteProgress, IdentitySecret, InfraError, MachineInfra, MachineScope, SinkError, StatusSink,
 };
+use stackhook_openstack::blockstorage::BlockStorage;
 use stackhook_openstack::compute::Compute;
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::Clients;
@@ -409,4 +410,131 @@ async fn finish(
     if let Err(panic) = checks {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// A control-plane machine of a cluster with an API load balancer, booting from a
+/// root volume, in a soft-anti-affinity group the controller creates: the member is
+/// in the API pool, the volume is attached, the server is in the group; deletion
+/// takes member, server, port, volume and the emptied group away.
+#[test]
+fn a_control_plane_machine_boots_from_a_volume_in_its_group_behind_the_load_balancer() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("mv");
+        let cluster_infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let mut spec = cluster_spec("10.63.0.0/24");
+        spec.api_server_load_balancer =
+            Some(stackhook::infra::api::cluster::ApiServerLoadBalancer::default());
+        let mut osc = infra::cluster(NAMESPACE, &name, spec);
+        infra::converge(
+            &cluster_infra,
+            &infra::scope(NAMESPACE, &name),
+            &mut osc,
+            &id,
+            60,
+        )
+        .await
+        .expect("cluster with a load balancer converges");
+        let server_name = format!("{name}-cp-v1");
+        let checks = AssertUnwindSafe(async {
+            let infra = OpenStackMachineInfra::default();
+            let scope = machine_scope(&name, &osc, true);
+            let mut osm = machine(&server_name);
+            osm.spec.root_volume = Some(stackhook::infra::api::machine::RootVolume {
+                size_gib: 2,
+                volume: Default::default(),
+            });
+            osm.spec.extensions = Some(stackhook::infra::api::extensions::MachineSpecExtensions {
+                server_group_policy: Some(
+                    stackhook::infra::api::extensions::ServerGroupPolicyName::SoftAntiAffinity,
+                ),
+                ..Default::default()
+            });
+            let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
+            println!("control-plane machine ready after {passes} passes");
+            let status = osm.status.clone().unwrap();
+            let server_id = status.instance_id.clone().unwrap();
+            let server = member.compute.server(&server_id).await.unwrap();
+            assert_eq!(server.status, "ACTIVE");
+            assert_eq!(server.image_id, None, "booted from the volume");
+            let root: Vec<_> = member
+                .block_storage
+                .volumes(&stackhook_openstack::blockstorage::VolumeFilter::named(
+                    &format!("{server_name}-root"),
+                ))
+                .await
+                .unwrap();
+            assert_eq!(root.len(), 1);
+            assert!(server.volumes_attached.iter().any(|v| v.id == root[0].id));
+            assert!(root[0].bootable);
+            // The group the role shares, with the server in it.
+            let group_id = status
+                .resolved
+                .as_ref()
+                .and_then(|r| r.server_group_id.clone())
+                .expect("server group");
+            let group = member.compute.server_group(&group_id).await.unwrap();
+            assert_eq!(group.name, format!("{name}-control-plane"));
+            assert_eq!(group.policy.as_deref(), Some("soft-anti-affinity"));
+            assert!(group.members.contains(&server_id), "{group:?}");
+            // The member, in the API pool, at the machine's address.
+            let names = ClusterNames::new(NAMESPACE, &name);
+            let pools: Vec<stackhook_openstack::loadbalancing::Pool> = {
+                use stackhook_openstack::loadbalancing::LoadBalancing;
+                member
+                    .load_balancer
+                    .list(&[("name", names.load_balancer_port_name(6443))])
+                    .await
+                    .unwrap()
+            };
+            assert_eq!(pools.len(), 1);
+            let members = {
+                use stackhook_openstack::loadbalancing::LoadBalancing;
+                member
+                    .load_balancer
+                    .members(&pools[0].id, &[])
+                    .await
+                    .unwrap()
+            };
+            let ip = &status.addresses[0].address;
+            assert_eq!(members.len(), 1, "{members:?}");
+            assert_eq!(&members[0].address, ip);
+            assert_eq!(members[0].protocol_port, 6443);
+
+            delete_machine(&infra, &scope, &mut osm, &id).await;
+            assert_eq!(servers_named(&member, &server_name).await, 0);
+            let members = {
+                use stackhook_openstack::loadbalancing::LoadBalancing;
+                member
+                    .load_balancer
+                    .members(&pools[0].id, &[])
+                    .await
+                    .unwrap()
+            };
+            assert!(members.is_empty(), "{members:?}");
+            let left = member
+                .block_storage
+                .volumes(&stackhook_openstack::blockstorage::VolumeFilter::named(
+                    &format!("{server_name}-root"),
+                ))
+                .await
+                .unwrap();
+            assert!(
+                left.iter().all(|v| v.status == "deleting"),
+                "the root volume is deleted: {left:?}"
+            );
+            match member.compute.server_group(&group_id).await {
+                Err(e) => assert!(e.is_not_found(), "{e}"),
+                Ok(g) => panic!("the emptied group is still there: {g:?}"),
+            }
+        })
+        .catch_unwind()
+        .await;
+        finish(checks, &member, &server_name, &name, &osc, &id).await;
+    });
 }

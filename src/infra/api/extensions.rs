@@ -74,6 +74,25 @@ pub struct NetworkInterfaces {
 pub struct MachineSpecExtensions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_interfaces: Option<MachineNetworkInterfaces>,
+    /// A server group the controller creates and owns, shared by the machines of
+    /// one role: `<cluster>-control-plane` for the control plane,
+    /// `<cluster>-<MachineDeployment>` for workers (the Magnum driver's names).
+    /// Ignored when `spec.serverGroup` names an existing group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_group_policy: Option<ServerGroupPolicyName>,
+}
+
+/// Nova's server group policies; the soft ones need Nova 2.15.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ServerGroupPolicyName {
+    #[serde(rename = "affinity")]
+    Affinity,
+    #[serde(rename = "anti-affinity")]
+    AntiAffinity,
+    #[serde(rename = "soft-affinity")]
+    SoftAffinity,
+    #[serde(rename = "soft-anti-affinity")]
+    SoftAntiAffinity,
 }
 
 /// Per-machine interface names.

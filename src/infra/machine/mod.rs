@@ -15,16 +15,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use stackhook_openstack::blockstorage::{BlockStorage, Volume, VolumeCreate, VolumeFilter};
 use stackhook_openstack::compute::{
-    Compute, Server, BASE_MICROVERSION, SCHEDULER_HINTS_KEY, SERVER_TAGS_MICROVERSION,
+    BlockDevice, Compute, Server, ServerCreate, ServerGroupPolicy, ServerGroupRules,
 };
 use stackhook_openstack::image::Images;
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::{ClientCache, CloudClients};
 
-use crate::infra::api::extensions::{MachineStatusExtensions, NodeResources};
-use crate::infra::api::machine::OpenStackMachineSpec;
-use crate::infra::api::names::{port_name, provider_id, ClusterNames};
+use crate::infra::api::extensions::{
+    MachineStatusExtensions, NodeResources, ServerGroupPolicyName,
+};
+use crate::infra::api::machine::{BlockDeviceType, OpenStackMachineSpec, VolumeAzSource};
+use crate::infra::api::names::{
+    block_device_volume_name, port_name, provider_id, root_volume_name, ClusterNames,
+};
 use crate::infra::api::types::{
     ImageParam, MachineResources, NodeAddress, PortStatus, ResolvedFixedIp, ResolvedPortSpec,
 };
@@ -225,7 +231,11 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             },
         )]);
         let ports = self.ensure_ports().await?;
-        let Some(server) = self.ensure_server(&ports).await? else {
+        let Some(devices) = self.ensure_volumes().await? else {
+            self.save_if_changed().await?;
+            return Ok(self.outcome(None));
+        };
+        let Some(server) = self.ensure_server(&ports, devices).await? else {
             return Ok(self.outcome(None));
         };
         self.status.instance_id = Some(server.id.clone());
@@ -258,7 +268,13 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             }
         }
         self.status.addresses = addresses(&self.name, &ports);
+        if self.scope.control_plane {
+            self.ensure_lb_members(&ports).await?;
+        }
         self.status.ready = Some(self.requeue.is_none());
+        if self.requeue.is_some() {
+            self.save_if_changed().await?;
+        }
         let provider = provider_id(self.region.as_deref(), &server.id);
         Ok(self.outcome(Some(provider)))
     }
@@ -311,6 +327,9 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         let mut resolved = self.status.resolved.clone().unwrap_or_default();
         if resolved.image_id.is_none() {
             resolved.image_id = Some(self.resolve_image(&self.spec.image).await?);
+        }
+        if resolved.server_group_id.is_none() {
+            resolved.server_group_id = self.resolve_server_group().await?;
         }
         let flavors = self
             .clients
@@ -665,11 +684,15 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
 
     /// The recorded server, else the one with the machine's name and our ownership
     /// marker, else a new one (its ID saved before anything else happens).
-    async fn ensure_server(&mut self, ports: &[net::Port]) -> Result<Option<Server>, InfraError> {
+    async fn ensure_server(
+        &mut self,
+        ports: &[net::Port],
+        block_devices: Vec<BlockDevice>,
+    ) -> Result<Option<Server>, InfraError> {
         if let Some(s) = self.find_server().await? {
             return Ok(Some(s));
         }
-        let Some(user_data) = self.scope.bootstrap_data.as_ref() else {
+        let Some(user_data) = self.scope.bootstrap_data.clone() else {
             return Err(user(
                 "BootstrapDataMissing",
                 "no bootstrap data to boot with",
@@ -683,27 +706,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             .map(|e| (e.key.clone(), e.value.clone()))
             .collect();
         metadata.insert(OWNER_METADATA_KEY.to_owned(), self.owner.clone());
-        let mut body = json!({
-            "name": self.name,
-            "imageRef": resolved.image_id,
-            "flavorRef": resolved.flavor_id,
-            "networks": ports.iter().map(|p| json!({"port": p.id})).collect::<Vec<_>>(),
-            "metadata": metadata,
-            "user_data": data_encoding::BASE64.encode(user_data),
-        });
-        if let Some(az) = &self.scope.failure_domain {
-            body["availability_zone"] = json!(az);
-        }
-        if let Some(key) = &self.spec.ssh_key_name {
-            body["key_name"] = json!(key);
-        }
-        if let Some(cd) = self.spec.config_drive {
-            body["config_drive"] = json!(cd);
-        }
-        let mut hints = serde_json::Map::new();
-        if let Some(group) = &resolved.server_group_id {
-            hints.insert("group".into(), json!(group));
-        }
+        let mut scheduler_hints = serde_json::Map::new();
         for h in &self.spec.scheduler_hint_additional_properties {
             let v = &h.value;
             let value = match (v.bool, v.number, &v.string) {
@@ -712,21 +715,33 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 (_, _, Some(s)) => json!(s),
                 _ => continue,
             };
-            hints.insert(h.name.clone(), value);
+            scheduler_hints.insert(h.name.clone(), value);
         }
-        let microversion = if self.tags.is_empty() {
-            BASE_MICROVERSION
-        } else {
-            body["tags"] = json!(self.tags);
-            SERVER_TAGS_MICROVERSION
+        let boots_from_volume = block_devices.iter().any(|d| d.boot_index == 0);
+        let create = ServerCreate {
+            name: self.name.clone(),
+            flavor_id: resolved.flavor_id.clone().unwrap_or_default(),
+            image_id: (!boots_from_volume)
+                .then(|| resolved.image_id.clone())
+                .flatten(),
+            port_ids: ports.iter().map(|p| p.id.clone()).collect(),
+            user_data: Some(user_data),
+            availability_zone: self.scope.failure_domain.clone(),
+            metadata,
+            tags: self.tags.clone(),
+            key_name: self.spec.ssh_key_name.clone(),
+            config_drive: self.spec.config_drive,
+            block_devices,
+            server_group_id: resolved.server_group_id.clone(),
+            scheduler_hints,
         };
-        if !hints.is_empty() {
-            body[SCHEDULER_HINTS_KEY] = Value::Object(hints);
-        }
+        let body = create
+            .body()
+            .map_err(|e| user("InstanceCreateFailed", e.to_string()))?;
         let id = self
             .clients
             .compute()
-            .create_server(body, microversion)
+            .create_server(body, &create.microversion().to_string())
             .await
             .map_err(|e| os("InstanceCreateFailed", e))?;
         tracing::info!(server = %id, name = %self.name, "created the server");
@@ -735,6 +750,302 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         self.save().await?;
         self.wait(SERVER_REQUEUE);
         Ok(None)
+    }
+
+    /// `spec.serverGroup` as given (by ID, or the one group with that name), else the
+    /// group this machine's role shares when `serverGroupPolicy` asks for one.
+    async fn resolve_server_group(&self) -> Result<Option<String>, InfraError> {
+        if let Some(g) = &self.spec.server_group {
+            if let Some(id) = g.id.as_ref().filter(|id| !id.is_empty()) {
+                return Ok(Some(id.clone()));
+            }
+            let name = g.filter.as_ref().and_then(|f| f.name.clone());
+            let Some(name) = name else {
+                return Ok(None);
+            };
+            let groups = self
+                .clients
+                .compute()
+                .server_groups()
+                .await
+                .map_err(|e| os("ServerGroupNotFound", e))?;
+            let found: Vec<_> = groups.into_iter().filter(|g| g.name == name).collect();
+            return match found.as_slice() {
+                [one] => Ok(Some(one.id.clone())),
+                other => Err(user(
+                    "ServerGroupNotFound",
+                    format!(
+                        "{} server groups are named {name:?}; it must be one",
+                        other.len()
+                    ),
+                )),
+            };
+        }
+        let Some(policy) = self
+            .spec
+            .extensions
+            .as_ref()
+            .and_then(|e| e.server_group_policy)
+        else {
+            return Ok(None);
+        };
+        let name = self.managed_group_name();
+        let nova = self.clients.compute();
+        let groups = nova
+            .server_groups()
+            .await
+            .map_err(|e| os("ServerGroupCreateFailed", e))?;
+        if let Some(g) = groups.into_iter().find(|g| g.name == name) {
+            return Ok(Some(g.id));
+        }
+        let group = nova
+            .create_server_group(&name, nova_policy(policy), &ServerGroupRules::default())
+            .await
+            .map_err(|e| os("ServerGroupCreateFailed", e))?;
+        tracing::info!(group = %group.id, %name, "created the server group");
+        Ok(Some(group.id))
+    }
+
+    /// The Magnum driver's names: `<cluster>-control-plane`, `<cluster>-<deployment>`.
+    fn managed_group_name(&self) -> String {
+        let role = if self.scope.control_plane {
+            "control-plane".to_string()
+        } else {
+            self.scope
+                .deployment
+                .clone()
+                .unwrap_or_else(|| "workers".to_string())
+        };
+        format!("{}-{role}", self.scope.cluster_name)
+    }
+
+    /// The root volume and `additionalBlockDevices` of type Volume, created before
+    /// the server and found again by name plus our ownership metadata. `None` while
+    /// Cinder is still creating one.
+    async fn ensure_volumes(&mut self) -> Result<Option<Vec<BlockDevice>>, InfraError> {
+        let mut devices = Vec::new();
+        let image_id = self
+            .status
+            .resolved
+            .as_ref()
+            .and_then(|r| r.image_id.clone());
+        let mut waiting = false;
+        if let Some(root) = self.spec.root_volume.clone() {
+            let az = self.volume_az(root.volume.availability_zone.as_ref());
+            let v = self
+                .ensure_volume(
+                    &root_volume_name(&self.name),
+                    root.size_gib,
+                    root.volume.type_.clone(),
+                    az,
+                    image_id.clone(),
+                )
+                .await?;
+            match v {
+                Some(v) => devices.push(BlockDevice::boot_volume(&v.id, false)),
+                None => waiting = true,
+            }
+        }
+        for d in self.spec.additional_block_devices.clone() {
+            match d.storage.type_ {
+                BlockDeviceType::Local => devices.push(BlockDevice::local_disk(
+                    u32::try_from(d.size_gib).unwrap_or(u32::MAX),
+                    Some(&d.name),
+                )),
+                BlockDeviceType::Volume => {
+                    let vol = d.storage.volume.clone().unwrap_or_default();
+                    let az = self.volume_az(vol.availability_zone.as_ref());
+                    let v = self
+                        .ensure_volume(
+                            &block_device_volume_name(&self.name, &d.name),
+                            d.size_gib,
+                            vol.type_.clone(),
+                            az,
+                            None,
+                        )
+                        .await?;
+                    match v {
+                        Some(v) => {
+                            let mut dev = BlockDevice::data_volume(&v.id, Some(&d.name));
+                            // We delete our volumes ourselves, server or not.
+                            dev.delete_on_termination = false;
+                            devices.push(dev);
+                        }
+                        None => waiting = true,
+                    }
+                }
+            }
+        }
+        if waiting {
+            self.wait(SERVER_REQUEUE);
+            return Ok(None);
+        }
+        Ok(Some(devices))
+    }
+
+    fn volume_az(
+        &self,
+        az: Option<&crate::infra::api::machine::VolumeAvailabilityZone>,
+    ) -> Option<String> {
+        match az {
+            Some(z) if z.from == VolumeAzSource::Machine => self.scope.failure_domain.clone(),
+            Some(z) => z.name.clone(),
+            None => None,
+        }
+    }
+
+    /// Our volume `name`, created when missing; `None` until it is available.
+    async fn ensure_volume(
+        &mut self,
+        name: &str,
+        size_gib: i64,
+        volume_type: Option<String>,
+        availability_zone: Option<String>,
+        image_id: Option<String>,
+    ) -> Result<Option<Volume>, InfraError> {
+        let cinder = self.clients.block_storage();
+        let mut found = self.own_volumes(name).await?;
+        if found.len() > 1 {
+            return Err(user(
+                "DuplicateResources",
+                format!("several volumes are named {name:?}; remove the extra ones"),
+            ));
+        }
+        let volume = match found.pop() {
+            Some(v) => v,
+            None => {
+                let create = VolumeCreate {
+                    name: name.to_owned(),
+                    size_gib: u32::try_from(size_gib).unwrap_or(u32::MAX),
+                    description: Some(self.names.description()),
+                    volume_type,
+                    availability_zone,
+                    image_id,
+                    metadata: BTreeMap::from([(OWNER_METADATA_KEY.to_owned(), self.owner.clone())]),
+                };
+                let v = cinder
+                    .create_volume(&create)
+                    .await
+                    .map_err(|e| os("VolumeCreateFailed", e))?;
+                tracing::info!(volume = %v.id, %name, "created a volume");
+                v
+            }
+        };
+        if volume.is_failed() {
+            return Err(user(
+                "VolumeCreateFailed",
+                format!("volume {} ({name}) is in {}", volume.id, volume.status),
+            ));
+        }
+        Ok((volume.is_available() || volume.is_in_use()).then_some(volume))
+    }
+
+    /// Volumes named `name` that carry our ownership metadata.
+    async fn own_volumes(&self, name: &str) -> Result<Vec<Volume>, InfraError> {
+        let filter = VolumeFilter {
+            name: Some(name.to_owned()),
+            metadata: BTreeMap::from([(OWNER_METADATA_KEY.to_owned(), self.owner.clone())]),
+        };
+        self.clients
+            .block_storage()
+            .volumes(&filter)
+            .await
+            .map_err(|e| os("VolumeCreateFailed", e))
+    }
+
+    /// The pools of the cluster's API load balancer, by listener port.
+    async fn api_pools(&self) -> Result<Vec<(i64, lb::Pool)>, InfraError> {
+        let spec = &self.scope.cluster.spec;
+        let has_lb = self
+            .scope
+            .cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| s.api_server_load_balancer.is_some());
+        if !has_lb {
+            return Ok(Vec::new());
+        }
+        let mut ports = vec![spec.api_server_port.unwrap_or(6443)];
+        if let Some(l) = &spec.api_server_load_balancer {
+            ports.extend(l.additional_ports.iter().copied());
+        }
+        let octavia = self.clients.load_balancer();
+        let mut out = Vec::new();
+        for port in ports {
+            let name = self
+                .names
+                .load_balancer_port_name(u16::try_from(port).unwrap_or(6443));
+            let pools: Vec<lb::Pool> = octavia
+                .list(&[("name", name)])
+                .await
+                .map_err(|e| os("LoadBalancerMemberFailed", e))?;
+            if let Some(p) = pools.into_iter().next() {
+                out.push((port, p));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A member for this control-plane machine in each pool of the API load balancer.
+    /// Octavia answers 409 while the load balancer is PENDING_*: a requeue.
+    async fn ensure_lb_members(&mut self, ports: &[net::Port]) -> Result<(), InfraError> {
+        let Some(address) = ports
+            .first()
+            .and_then(|p| p.fixed_ips.first())
+            .map(|f| f.ip_address.clone())
+        else {
+            return Ok(());
+        };
+        for (port, pool) in self.api_pools().await? {
+            let name = self
+                .names
+                .load_balancer_member_name(u16::try_from(port).unwrap_or(6443), &self.name);
+            let octavia = self.clients.load_balancer();
+            let existing = octavia
+                .members(&pool.id, &[("name", name.clone())])
+                .await
+                .map_err(|e| os("LoadBalancerMemberFailed", e))?;
+            if existing.iter().any(|m| m.address == address) {
+                continue;
+            }
+            match octavia
+                .create_member(
+                    &pool.id,
+                    json!({"name": name, "address": address, "protocol_port": port}),
+                )
+                .await
+            {
+                Ok(m) => {
+                    tracing::info!(member = %m.id, pool = %pool.id, "added the load balancer member")
+                }
+                Err(e) if e.status() == Some(409) => self.wait(SERVER_REQUEUE),
+                Err(e) => return Err(os("LoadBalancerMemberFailed", e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes this machine's members; `false` while Octavia is busy.
+    async fn delete_lb_members(&self) -> Result<bool, InfraError> {
+        for (port, pool) in self.api_pools().await? {
+            let name = self
+                .names
+                .load_balancer_member_name(u16::try_from(port).unwrap_or(6443), &self.name);
+            let octavia = self.clients.load_balancer();
+            let members = octavia
+                .members(&pool.id, &[("name", name)])
+                .await
+                .map_err(|e| os("LoadBalancerMemberFailed", e))?;
+            for m in members {
+                match octavia.delete_member(&pool.id, &m.id).await {
+                    Ok(()) => tracing::info!(member = %m.id, "removed the load balancer member"),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) if e.status() == Some(409) => return Ok(false),
+                    Err(e) => return Err(os("LoadBalancerMemberFailed", e)),
+                }
+            }
+        }
+        Ok(true)
     }
 
     async fn find_server(&self) -> Result<Option<Server>, InfraError> {
@@ -766,8 +1077,15 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         Ok(found.pop())
     }
 
-    /// Server, then ports; requeues while Nova deletes the server.
+    /// Load balancer members, server, ports, volumes, then a managed server group
+    /// left empty; requeues while Octavia or Nova is busy.
     async fn delete_all(&mut self) -> Result<DeleteProgress, InfraError> {
+        if self.scope.control_plane && !self.delete_lb_members().await? {
+            return Ok(DeleteProgress::Requeue {
+                after: SERVER_REQUEUE,
+                reason: "the API load balancer is busy".into(),
+            });
+        }
         if let Some(server) = self.find_server().await? {
             if server.task_state.as_deref() != Some("deleting") {
                 self.clients
@@ -809,11 +1127,79 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 Err(e) => return Err(os("PortDeleteFailed", e)),
             }
         }
+        let mut volume_names = vec![root_volume_name(&self.name)];
+        volume_names.extend(
+            self.spec
+                .additional_block_devices
+                .iter()
+                .map(|d| block_device_volume_name(&self.name, &d.name)),
+        );
+        for name in &volume_names {
+            for v in self.own_volumes(name).await? {
+                if v.status == "deleting" {
+                    continue;
+                }
+                if v.is_in_use() {
+                    // Nova detaches it as the server goes.
+                    return Ok(DeleteProgress::Requeue {
+                        after: SERVER_REQUEUE,
+                        reason: format!("volume {} is still attached", v.id),
+                    });
+                }
+                match self.clients.block_storage().delete_volume(&v.id).await {
+                    Ok(()) => tracing::info!(volume = %v.id, "deleted a volume"),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(os("VolumeDeleteFailed", e)),
+                }
+            }
+        }
+        self.delete_managed_group_if_empty().await?;
         self.status.resources = None;
         self.status.instance_id = None;
         self.status.ready = Some(false);
         self.save().await?;
         Ok(DeleteProgress::Done)
+    }
+}
+
+impl<C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'_, C, S> {
+    /// The group this machine's role shares goes with its last member. A machine
+    /// resolving it at the same moment gets a 404 on create and resolves it anew.
+    async fn delete_managed_group_if_empty(&self) -> Result<(), InfraError> {
+        let managed = self.spec.server_group.is_none()
+            && self
+                .spec
+                .extensions
+                .as_ref()
+                .is_some_and(|e| e.server_group_policy.is_some());
+        if !managed {
+            return Ok(());
+        }
+        let name = self.managed_group_name();
+        let nova = self.clients.compute();
+        let groups = nova
+            .server_groups()
+            .await
+            .map_err(|e| os("ServerGroupDeleteFailed", e))?;
+        for g in groups.into_iter().filter(|g| g.name == name) {
+            if g.members.is_empty() {
+                match nova.delete_server_group(&g.id).await {
+                    Ok(()) => tracing::info!(group = %g.id, %name, "deleted the server group"),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(os("ServerGroupDeleteFailed", e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn nova_policy(p: ServerGroupPolicyName) -> ServerGroupPolicy {
+    match p {
+        ServerGroupPolicyName::Affinity => ServerGroupPolicy::Affinity,
+        ServerGroupPolicyName::AntiAffinity => ServerGroupPolicy::AntiAffinity,
+        ServerGroupPolicyName::SoftAffinity => ServerGroupPolicy::SoftAffinity,
+        ServerGroupPolicyName::SoftAntiAffinity => ServerGroupPolicy::SoftAntiAffinity,
     }
 }
 
