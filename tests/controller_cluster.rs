@@ -11,6 +11,7 @@ use apiserver::{pair, status_error, ApiServer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
+use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 
 use stackhook::controller::capi::CapiResources;
@@ -411,7 +412,7 @@ async fn converging_pass_writes_status_endpoint_and_results() {
         (scope.namespace.as_str(), scope.cluster_name.as_str()),
         (NS, "prod")
     );
-    assert_eq!(identity.clouds_yaml, b"clouds: {}\n");
+    assert_eq!(identity.clouds_yaml.expose_secret(), b"clouds: {}\n");
     assert_eq!(identity.cloud_name, "openstack");
     assert_eq!(identity.resource_version, "31");
 

@@ -86,7 +86,7 @@ pub fn identity_from_secret(
         namespace,
         name: secret.name_any(),
         resource_version: secret.resource_version().unwrap_or_default(),
-        clouds_yaml,
+        clouds_yaml: clouds_yaml.into(),
         cacert: key(CACERT_KEY),
         cloud_name: ident.cloud_name.clone(),
         region: ident.region.clone(),
@@ -99,6 +99,7 @@ mod tests {
     use crate::infra::api::types::OpenStackIdentityReference;
     use crate::infra::api::OpenStackClusterSpec;
     use k8s_openapi::ByteString;
+    use secrecy::ExposeSecret;
 
     fn osc() -> OpenStackCluster {
         OpenStackCluster::new(
@@ -135,12 +136,35 @@ mod tests {
             &osc(),
         )
         .unwrap();
-        assert_eq!(id.clouds_yaml, b"clouds: {}\n");
+        assert_eq!(id.clouds_yaml.expose_secret(), b"clouds: {}\n");
         assert_eq!(id.cacert.as_deref(), Some(&b"PEM"[..]));
         assert_eq!(id.cloud_name, "openstack");
         assert_eq!(id.region.as_deref(), Some("RegionTwo"));
         assert_eq!(id.resource_version, "42");
         assert_eq!((id.namespace.as_str(), id.name.as_str()), ("ns", "creds"));
+    }
+
+    #[test]
+    fn debug_names_the_secret_but_prints_no_credential() {
+        let yaml =
+            "clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example\n      \
+                    username: alice\n      password: pw-0c8e41\n";
+        let id = identity_from_secret(&secret(&[("clouds.yaml", yaml)]), &osc()).unwrap();
+        for shown in [format!("{id:?}"), format!("{id:#?}")] {
+            assert!(!shown.contains("pw-0c8e41"), "{shown}");
+            assert!(shown.contains("REDACTED"), "{shown}");
+            // Not as bytes either: `p` `w` `-` are 112, 119, 45.
+            assert!(!shown.contains("112, 119, 45"), "{shown}");
+            assert!(
+                shown.contains("creds") && shown.contains("\"ns\""),
+                "{shown}"
+            );
+            assert!(
+                shown.contains("openstack") && shown.contains("RegionTwo"),
+                "{shown}"
+            );
+        }
+        assert_eq!(id.clouds_yaml.expose_secret(), yaml.as_bytes());
     }
 
     #[test]

@@ -10,19 +10,23 @@
 use std::future::Future;
 use std::time::Duration;
 
+use secrecy::SecretSlice;
+
 use super::api::{
     OpenStackCluster, OpenStackClusterStatus, OpenStackMachine, OpenStackMachineStatus,
 };
 
-/// The identityRef Secret, already read from the object's namespace.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The identityRef Secret, already read from the object's namespace. `Debug` names
+/// the Secret and the cloud but prints the clouds.yaml (passwords, application
+/// credential secrets) redacted.
+#[derive(Clone, Debug)]
 pub struct IdentitySecret {
     pub namespace: String,
     pub name: String,
     /// Keyed into client caches: a changed Secret means a new client.
     pub resource_version: String,
-    /// The `clouds.yaml` key, verbatim.
-    pub clouds_yaml: Vec<u8>,
+    /// The `clouds.yaml` key, verbatim; read only to build the cloud's session.
+    pub clouds_yaml: SecretSlice<u8>,
     /// The optional `cacert` key (PEM bundle replacing the system roots).
     pub cacert: Option<Vec<u8>>,
     /// `identityRef.cloudName`.

@@ -69,7 +69,7 @@ pub fn identity(namespace: &str, name: &str, clouds_yaml: Vec<u8>, cloud: &str) 
         namespace: namespace.into(),
         name: name.into(),
         resource_version: "1".into(),
-        clouds_yaml,
+        clouds_yaml: clouds_yaml.into(),
         cacert: None,
         cloud_name: cloud.into(),
         region: None,

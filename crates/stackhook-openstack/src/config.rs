@@ -1,21 +1,26 @@
 //! One entry of an openstacksdk-style `clouds.yaml`, as CAPO's identityRef
 //! Secret holds it, reduced to what a Keystone v3 session needs.
+//!
+//! Passwords and application-credential secrets are held as [`SecretString`] from
+//! the moment they are read: `Debug` prints them redacted, and the only reader is the
+//! Keystone request body.
 
 use std::collections::BTreeMap;
 
+use secrecy::SecretString;
 use serde::Deserialize;
 
 use crate::error::OsError;
 
-/// How to authenticate.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How to authenticate. `Debug` shows who, never the password or secret.
+#[derive(Clone, Debug)]
 pub enum AuthMethod {
     /// User and password, scoped to a project.
     Password {
         user: NameOrId,
         /// Domain of a user given by name.
         user_domain: Option<NameOrId>,
-        password: String,
+        password: SecretString,
         project: Option<NameOrId>,
         /// Domain of a project given by name.
         project_domain: Option<NameOrId>,
@@ -26,7 +31,7 @@ pub enum AuthMethod {
         /// Owner, needed when the credential is given by name.
         user: Option<NameOrId>,
         user_domain: Option<NameOrId>,
-        secret: String,
+        secret: SecretString,
     },
 }
 
@@ -38,7 +43,7 @@ pub enum NameOrId {
 }
 
 /// The settings of one cloud.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct CloudConfig {
     /// Keystone v3 root, always ending in `/v3`.
     pub auth_url: String,
@@ -83,7 +88,7 @@ struct RawAuth {
     auth_url: Option<String>,
     username: Option<String>,
     user_id: Option<String>,
-    password: Option<String>,
+    password: Option<SecretString>,
     user_domain_name: Option<String>,
     user_domain_id: Option<String>,
     project_name: Option<String>,
@@ -98,7 +103,7 @@ struct RawAuth {
     domain_id: Option<String>,
     application_credential_id: Option<String>,
     application_credential_name: Option<String>,
-    application_credential_secret: Option<String>,
+    application_credential_secret: Option<SecretString>,
 }
 
 fn pick(id: Option<String>, name: Option<String>) -> Option<NameOrId> {
@@ -243,6 +248,7 @@ fn normalize_auth_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use secrecy::ExposeSecret;
 
     const YAML: &str = r#"
 clouds:
@@ -290,16 +296,22 @@ clouds:
         assert_eq!(c.region.as_deref(), Some("RegionOne"));
         assert_eq!(c.interface, "internal");
         assert!(c.verify);
-        assert_eq!(
-            c.auth,
+        match &c.auth {
             AuthMethod::Password {
-                user: NameOrId::Name("alice".into()),
-                user_domain: Some(NameOrId::Name("Default".into())),
-                password: "s3cret".into(),
-                project: Some(NameOrId::Name("demo".into())),
-                project_domain: Some(NameOrId::Id("default".into())),
+                user,
+                user_domain,
+                password,
+                project,
+                project_domain,
+            } => {
+                assert_eq!(user, &NameOrId::Name("alice".into()));
+                assert_eq!(user_domain, &Some(NameOrId::Name("Default".into())));
+                assert_eq!(password.expose_secret(), "s3cret");
+                assert_eq!(project, &Some(NameOrId::Name("demo".into())));
+                assert_eq!(project_domain, &Some(NameOrId::Id("default".into())));
             }
-        );
+            other => panic!("{other:?}"),
+        }
         assert_eq!(
             c.endpoint_overrides
                 .get("load-balancer")
@@ -326,15 +338,19 @@ clouds:
         assert!(!c.verify);
         assert_eq!(c.interface, "public");
         assert_eq!(c.region, None);
-        assert_eq!(
-            c.auth,
+        match &c.auth {
             AuthMethod::ApplicationCredential {
-                credential: NameOrId::Id("abc".into()),
-                user: None,
-                user_domain: None,
-                secret: "xyz".into(),
+                credential,
+                user,
+                user_domain,
+                secret,
+            } => {
+                assert_eq!(credential, &NameOrId::Id("abc".into()));
+                assert_eq!((user, user_domain), (&None, &None));
+                assert_eq!(secret.expose_secret(), "xyz");
             }
-        );
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -408,10 +424,41 @@ clouds:
                 ..
             } => {
                 assert_eq!(user, NameOrId::Id("1234".into()));
-                assert_eq!(password, "0042");
+                assert_eq!(password.expose_secret(), "0042");
                 assert_eq!(project, Some(NameOrId::Id("5678".into())));
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn debug_shows_who_but_no_password() {
+        let yaml =
+            "clouds: {c: {region_name: RegionOne, auth: {auth_url: 'https://keystone.example', \
+                    username: alice, password: 'pw-7f3a9c', project_name: demo}}}";
+        let c = CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None).unwrap();
+        for shown in [format!("{c:?}"), format!("{c:#?}"), format!("{:?}", c.auth)] {
+            assert!(!shown.contains("pw-7f3a9c"), "{shown}");
+            assert!(shown.contains("REDACTED"), "{shown}");
+            assert!(shown.contains("alice"), "{shown}");
+            assert!(shown.contains("demo"), "{shown}");
+        }
+        assert!(format!("{c:?}").contains("https://keystone.example/v3"));
+        assert!(format!("{c:?}").contains("RegionOne"));
+    }
+
+    #[test]
+    fn debug_shows_no_application_credential_secret() {
+        let yaml =
+            "clouds: {c: {auth_type: v3applicationcredential, auth: {auth_url: 'https://k', \
+                    application_credential_name: ci, username: bob, \
+                    application_credential_secret: 'ac-secret-51d0'}}}";
+        let c = CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None).unwrap();
+        for shown in [format!("{c:?}"), format!("{c:#?}")] {
+            assert!(!shown.contains("ac-secret-51d0"), "{shown}");
+            assert!(shown.contains("REDACTED"), "{shown}");
+            assert!(shown.contains("ci") && shown.contains("bob"), "{shown}");
+            assert!(shown.contains("https://k/v3"), "{shown}");
         }
     }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Method;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
@@ -84,10 +85,11 @@ struct TokenInner {
     catalog: Vec<CatalogEntry>,
 }
 
-/// A token with what came with it.
+/// A token with what came with it. `Debug` prints the token itself redacted.
 #[derive(Clone, Debug)]
 pub struct Token {
-    value: String,
+    /// `X-Subject-Token`; read only to set `X-Auth-Token` on a request.
+    value: SecretString,
     /// When to fetch the next token.
     refresh_at: jiff::Timestamp,
     pub project: Option<TokenProject>,
@@ -248,7 +250,7 @@ impl Session {
                 project_domain,
             } => {
                 let mut user_v = user(u, user_domain.as_ref());
-                user_v["password"] = json!(password);
+                user_v["password"] = json!(password.expose_secret());
                 let mut body = json!({"auth": {"identity": {
                     "methods": ["password"],
                     "password": {"user": user_v}
@@ -272,7 +274,7 @@ impl Session {
                 secret,
             } => {
                 let mut cred = named(credential);
-                cred["secret"] = json!(secret);
+                cred["secret"] = json!(secret.expose_secret());
                 if let (NameOrId::Name(_), Some(o)) = (credential, owner) {
                     cred["user"] = user(o, user_domain.as_ref());
                 }
@@ -324,7 +326,9 @@ impl Session {
             path: "/v3/auth/tokens".into(),
             message,
         };
-        let value = subject.ok_or_else(|| decode("no X-Subject-Token header".into()))?;
+        let value: SecretString = subject
+            .ok_or_else(|| decode("no X-Subject-Token header".into()))?
+            .into();
         let body: TokenBody =
             serde_json::from_str(&text).map_err(|e| decode(format!("token body: {e}")))?;
         let expires_at: jiff::Timestamp = body
@@ -430,7 +434,8 @@ impl Session {
                 hm.insert(name, value);
             }
         }
-        if let Ok(v) = HeaderValue::from_str(&token.value) {
+        if let Ok(mut v) = HeaderValue::from_str(token.value.expose_secret()) {
+            v.set_sensitive(true);
             hm.insert("x-auth-token", v);
         }
         let mut req = self
@@ -699,6 +704,51 @@ mod tests {
             json!({"id": "u1", "password": "pw"})
         );
         assert_eq!(b["auth"]["scope"], json!({"project": {"id": "p1"}}));
+    }
+
+    #[test]
+    fn token_debug_shows_the_project_but_not_the_token() {
+        let token = Token {
+            value: "gAAAAABtoken-5e1f".to_owned().into(),
+            refresh_at: "2026-01-01T00:50:00Z".parse().unwrap(),
+            project: Some(TokenProject {
+                id: "p-42".into(),
+                name: "demo".into(),
+                domain: TokenDomain::default(),
+            }),
+            catalog: catalog(),
+        };
+        for shown in [format!("{token:?}"), format!("{token:#?}")] {
+            assert!(!shown.contains("gAAAAABtoken-5e1f"), "{shown}");
+            assert!(shown.contains("REDACTED"), "{shown}");
+            assert!(shown.contains("p-42") && shown.contains("demo"), "{shown}");
+            assert!(shown.contains("https://net-r1"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn session_debug_shows_no_password() {
+        let config = CloudConfig::from_clouds_yaml(
+            b"clouds: {c: {region_name: R1, auth: {auth_url: 'https://k', username: a, password: 'pw-91c2'}}}",
+            "c",
+            None,
+        )
+        .unwrap();
+        let session = Session::new(config, None).unwrap();
+        let shown = format!("{session:?}");
+        assert!(!shown.contains("pw-91c2"), "{shown}");
+        assert!(
+            shown.contains("https://k/v3") && shown.contains("R1"),
+            "{shown}"
+        );
+        let shown = format!("{:?}", session.config());
+        assert!(!shown.contains("pw-91c2"), "{shown}");
+        assert!(shown.contains("https://k/v3"), "{shown}");
+        // The request body is the one place the password is read.
+        assert_eq!(
+            session.auth_body()["auth"]["identity"]["password"]["user"]["password"],
+            "pw-91c2"
+        );
     }
 
     #[test]

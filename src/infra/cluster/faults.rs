@@ -156,7 +156,7 @@ impl Run {
             namespace: NAMESPACE.into(),
             name: "creds".into(),
             resource_version: "1".into(),
-            clouds_yaml: vec![],
+            clouds_yaml: Vec::new().into(),
             cacert: None,
             cloud_name: "fake".into(),
             region: None,

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 pub use bastion::OWNER_METADATA_KEY;
 
+use secrecy::ExposeSecret;
 use stackhook_openstack::compute::Compute;
 use stackhook_openstack::identity::Identity;
 use stackhook_openstack::{CacheKey, ClientCache, Clients, CloudClients, OsError};
@@ -80,7 +81,11 @@ impl CloudSource for ClientCache {
             cloud_name: identity.cloud_name.clone(),
             region: identity.region.clone(),
         };
-        self.get_or_create(key, &identity.clouds_yaml, identity.cacert.as_deref())
+        self.get_or_create(
+            key,
+            identity.clouds_yaml.expose_secret(),
+            identity.cacert.as_deref(),
+        )
     }
 }
 
