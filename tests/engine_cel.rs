@@ -721,3 +721,48 @@ fn the_shipped_openstack_pack_reports_its_rule_as_the_readme_shows() {
         r#"pack "openstack": 1 invalid variable value(s): variables[openstack].nodeNetwork.cidr: Invalid value: "fd00::/64": must be an IPv4 CIDR such as 10.6.0.0/24"#
     );
 }
+
+// ---- values quoted in messages ----------------------------------------------------------
+
+#[test]
+fn long_values_are_quoted_by_a_short_prefix() {
+    let e = load(json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 63},
+        "token": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "self.startsWith('ok-')", "message": "must start with ok-"}
+        ]}
+    }}));
+    let huge = "s".repeat(10_000);
+    let prefix = "s".repeat(64);
+
+    let msg = verdict(&e, json!({"name": huge})).expect("a failure");
+    assert!(msg.len() < 250, "{} bytes: {msg}", msg.len());
+    assert_eq!(
+        msg,
+        format!(
+            "pack \"t\": 1 invalid variable value(s): variables[v].name: \
+             \"{prefix}\"…(10000 bytes) is longer than 63 characters"
+        )
+    );
+
+    let msg = verdict(&e, json!({"token": huge})).expect("a failure");
+    assert!(msg.len() < 250, "{} bytes: {msg}", msg.len());
+    assert_eq!(
+        msg,
+        format!(
+            "pack \"t\": 1 invalid variable value(s): variables[v].token: \
+             Invalid value: \"{prefix}\"…(10000 bytes): must start with ok-"
+        )
+    );
+
+    // Short values are shown whole.
+    assert_eq!(
+        verdict(&e, json!({"token": "nope"})),
+        one(".token: Invalid value: \"nope\": must start with ok-")
+    );
+    let short = "x".repeat(64);
+    assert_eq!(
+        verdict(&e, json!({"name": short})),
+        one(&format!(".name: \"{short}\" is longer than 63 characters"))
+    );
+}

@@ -21,6 +21,11 @@ use kube_cel::cel::IdedExpr;
 use kube_cel::KubeCelExt as _;
 use serde_json::{Map, Value};
 
+use crate::sdk::clip::{clip_to, quote};
+
+/// How much of an evaluation error is kept: it may quote the value.
+const EVALUATION_ERROR_CHARS: usize = 160;
+
 /// The keys of one `x-kubernetes-validations` entry (Kubernetes' `ValidationRule`).
 const RULE_KEYS: &[&str] = &[
     "rule",
@@ -318,8 +323,14 @@ impl Rule {
             Some(cel::ExecutionError::NoSuchOverload) => format!(
                 "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule}"
             ),
-            Some(e) => format!("{e} evaluating rule: {rule}"),
-            None => format!("{} evaluating rule: {rule}", error.message),
+            Some(e) => format!(
+                "{} evaluating rule: {rule}",
+                clip_to(&e.to_string(), EVALUATION_ERROR_CHARS)
+            ),
+            None => format!(
+                "{} evaluating rule: {rule}",
+                clip_to(&error.message, EVALUATION_ERROR_CHARS)
+            ),
         };
         Some((
             path.to_string(),
@@ -356,10 +367,11 @@ impl Rule {
     }
 
     /// Kubernetes' `fieldErrorForReason`: simple values are shown, objects and lists
-    /// are not; `Duplicate value` carries no message.
+    /// are not; `Duplicate value` carries no message. A long string is shown by its
+    /// [`quote`]d prefix.
     fn field_error(&self, value: &Value, detail: &str) -> String {
         let shown = match value {
-            Value::String(s) => Some(go_quote(s)),
+            Value::String(s) => Some(quote(s)),
             Value::Number(n) => Some(n.to_string()),
             Value::Bool(b) => Some(b.to_string()),
             Value::Null => Some("null".to_string()),

@@ -7,9 +7,14 @@
 
 use std::collections::BTreeMap;
 
+use jsonschema::error::ValidationErrorKind;
 use serde_json::{Map, Value};
 
 use super::rules::Rule;
+use crate::sdk::clip::{clip, clip_json};
+
+/// How many unexpected field names an `additionalProperties` failure lists.
+const SHOWN_FIELDS: usize = 5;
 
 const ALLOWED_KEYS: &[&str] = &[
     "description",
@@ -381,7 +386,7 @@ impl CelNode {
                 for (k, v) in m {
                     let child = self.properties.get(k).or(self.additional.as_deref());
                     if let Some(child) = child {
-                        child.eval(v, &format!("{path}.{k}"), out);
+                        child.eval(v, &format!("{path}.{}", clip(k)), out);
                     }
                 }
             }
@@ -477,6 +482,7 @@ impl CompiledSchema {
 
     /// Validation failures as `(field path relative to the value, message)`, sorted.
     /// Paths look like `.flavors.worker` or `.zones[1]`; the value itself is `""`.
+    /// Values and field names from `value` are shown [`clip`]ped.
     pub fn validate(&self, value: &Value) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = self
             .validator
@@ -484,7 +490,7 @@ impl CompiledSchema {
             .map(|e| {
                 (
                     pointer_to_path(value, e.instance_path().as_str()),
-                    e.to_string(),
+                    describe_error(&e),
                 )
             })
             .collect();
@@ -495,6 +501,28 @@ impl CompiledSchema {
         out.dedup();
         out
     }
+}
+
+/// The validator's message for `e`, the value it quotes shown by its [`clip_json`]
+/// prefix (the validator's "masked" message with that prefix as the placeholder).
+fn describe_error(e: &jsonschema::ValidationError<'_>) -> String {
+    if let ValidationErrorKind::AdditionalProperties { unexpected } = e.kind() {
+        // The names come from the value: clipped, and only the first few.
+        let mut names: Vec<String> = unexpected
+            .iter()
+            .take(SHOWN_FIELDS)
+            .map(|k| format!("'{}'", clip(k)))
+            .collect();
+        if unexpected.len() > SHOWN_FIELDS {
+            names.push(format!("and {} more", unexpected.len() - SHOWN_FIELDS));
+        }
+        let verb = if unexpected.len() == 1 { "was" } else { "were" };
+        return format!(
+            "Additional properties are not allowed ({} {verb} unexpected)",
+            names.join(", ")
+        );
+    }
+    e.masked_with(clip_json(e.instance())).to_string()
 }
 
 /// Draft 4 plus the Kubernetes formats packs use that draft 4 lacks. Formats that
@@ -579,17 +607,17 @@ fn pointer_to_path(value: &Value, pointer: &str) -> String {
         let seg = raw.replace("~1", "/").replace("~0", "~");
         match cur {
             Some(Value::Array(a)) => {
-                out.push_str(&format!("[{seg}]"));
+                out.push_str(&format!("[{}]", clip(&seg)));
                 cur = seg.parse::<usize>().ok().and_then(|i| a.get(i));
             }
             Some(Value::Object(m)) => {
                 out.push('.');
-                out.push_str(&seg);
+                out.push_str(&clip(&seg));
                 cur = m.get(&seg);
             }
             _ => {
                 out.push('.');
-                out.push_str(&seg);
+                out.push_str(&clip(&seg));
                 cur = None;
             }
         }
@@ -653,6 +681,72 @@ mod tests {
         assert_eq!(paths, [".id", ".net"]);
         assert!(!is_cidr("10.0.0.0/+8"));
         assert!(is_cidr("10.0.0.0/8"));
+    }
+
+    #[test]
+    fn quoted_values_and_field_names_are_clipped() {
+        let c = CompiledSchema::compile(&json!({"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 63},
+            "size": {"type": "integer"},
+            "tags": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 3}}
+        }}))
+        .unwrap();
+        let huge = "n".repeat(10_000);
+        let errs = c.validate(&json!({"name": huge}));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let (path, msg) = &errs[0];
+        assert_eq!(path, ".name");
+        assert!(msg.len() < 150, "{msg}");
+        assert_eq!(
+            msg,
+            &format!(
+                "\"{}\"…(10000 bytes) is longer than 63 characters",
+                "n".repeat(64)
+            )
+        );
+
+        // A value of the wrong type: objects and lists are clipped as JSON text.
+        let errs = c.validate(&json!({"size": {"x": huge}}));
+        assert_eq!(errs[0].0, ".size");
+        assert!(errs[0].1.len() < 150, "{errs:?}");
+        assert!(
+            errs[0].1.ends_with(r#" is not of type "integer""#),
+            "{errs:?}"
+        );
+
+        // Field names from the value, in paths and in additionalProperties failures.
+        let key = "k".repeat(10_000);
+        let errs = c.validate(&json!({"tags": {key.clone(): "long"}}));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].0.starts_with(".tags.kkk"), "{errs:?}");
+        assert!(errs[0].0.len() < 100, "{errs:?}");
+        let many: Map<String, Value> = (0..50).map(|i| (format!("{key}{i}"), json!(1))).collect();
+        let errs = c.validate(&Value::Object(many));
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].1.len() < 600, "{errs:?}");
+        assert!(errs[0]
+            .1
+            .starts_with("Additional properties are not allowed ('kkk"));
+        assert!(
+            errs[0].1.ends_with("and 45 more were unexpected)"),
+            "{errs:?}"
+        );
+
+        // Short values read as the validator writes them.
+        let errs = c.validate(&json!({"size": "x", "zz": 1}));
+        assert_eq!(
+            errs,
+            vec![
+                (
+                    String::new(),
+                    "Additional properties are not allowed ('zz' was unexpected)".to_string()
+                ),
+                (
+                    ".size".to_string(),
+                    r#""x" is not of type "integer""#.to_string()
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! with exact camelCase names. The server decodes into these and nothing else.
 
 pub mod catalog;
+pub mod clip;
 pub mod cluster;
 pub mod common;
 pub mod decode;
