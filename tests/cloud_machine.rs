@@ -108,7 +108,7 @@ fn machine_scope(cluster: &str, osc: &OpenStackCluster, control_plane: bool) -> 
         control_plane,
         deployment: Some("md-0".into()),
         failure_domain: Some("az2".into()),
-        bootstrap_data: Some(BOOTSTRAP.to_vec()),
+        bootstrap_data: Some(BOOTSTRAP.to_vec().into()),
         cluster: osc.clone(),
     }
 }

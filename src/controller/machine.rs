@@ -387,7 +387,7 @@ async fn apply<I: MachineInfra>(
         Err(IdentityError::Api(e)) => return Err(e.into()),
     };
     let mut scope = scope(&around, ns, osc);
-    scope.bootstrap_data = Some(data);
+    scope.bootstrap_data = Some(data.into());
     let outcome = match ctx.infra.reconcile(&scope, osm, &identity, &sink).await {
         Ok(o) => o,
         Err(InfraError::User { reason, message }) => {

@@ -117,8 +117,8 @@ pub trait ClusterInfra: Send + Sync + 'static {
 
 /// Facts the machine's cloud half needs from outside the OpenStackMachine: the CAPI
 /// Machine, its Cluster and the cluster's infrastructure as the cluster controller
-/// left it.
-#[derive(Clone, Debug, PartialEq)]
+/// left it. `Debug` prints the bootstrap data (join tokens, certificates) redacted.
+#[derive(Clone, Debug)]
 pub struct MachineScope {
     pub namespace: String,
     /// The CAPI Cluster's name (server groups and tags derive from it).
@@ -132,8 +132,8 @@ pub struct MachineScope {
     /// `spec.failureDomain` of the Machine: the Nova availability zone.
     pub failure_domain: Option<String>,
     /// The bootstrap data (`value` of the Machine's bootstrap Secret), sent as
-    /// user_data; `None` on deletion.
-    pub bootstrap_data: Option<Vec<u8>>,
+    /// user_data; `None` on deletion. Read only to build the server's create request.
+    pub bootstrap_data: Option<SecretSlice<u8>>,
     /// The cluster's infrastructure: network, security groups, load balancer.
     pub cluster: OpenStackCluster,
 }
@@ -166,4 +166,39 @@ pub trait MachineInfra: Send + Sync + 'static {
         identity: &IdentitySecret,
         sink: &impl StatusSink<OpenStackMachineStatus>,
     ) -> impl Future<Output = Result<DeleteProgress, InfraError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::api::OpenStackClusterSpec;
+
+    #[test]
+    fn machine_scope_debug_prints_no_bootstrap_data() {
+        let scope = MachineScope {
+            namespace: "ns".into(),
+            cluster_name: "prod".into(),
+            machine_name: "prod-md-0-abc".into(),
+            control_plane: false,
+            deployment: Some("md-0".into()),
+            failure_domain: None,
+            bootstrap_data: Some(
+                b"#cloud-config\ntoken: abcdef.0123456789abcdef\n"
+                    .to_vec()
+                    .into(),
+            ),
+            cluster: OpenStackCluster::new("prod", OpenStackClusterSpec::default()),
+        };
+        for shown in [format!("{scope:?}"), format!("{scope:#?}")] {
+            assert!(!shown.contains("0123456789abcdef"), "{shown}");
+            assert!(!shown.contains("cloud-config"), "{shown}");
+            // Not as bytes either: `#` `c` `l` are 35, 99, 108.
+            assert!(!shown.contains("35, 99, 108"), "{shown}");
+            assert!(shown.contains("REDACTED"), "{shown}");
+            assert!(
+                shown.contains("prod-md-0-abc") && shown.contains("md-0"),
+                "{shown}"
+            );
+        }
+    }
 }
