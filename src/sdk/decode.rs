@@ -7,7 +7,19 @@ use serde::de::DeserializeOwned;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
+use super::clip::clip_to;
 use super::{Hook, API_VERSION};
+
+/// How much of a decoder's message an `Invalid` error keeps: serde quotes the value
+/// that does not fit (a string where a list belongs), which may be megabytes.
+const DETAIL_CHARS: usize = 256;
+
+fn detail(message: String) -> String {
+    match clip_to(&message, DETAIL_CHARS) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(cut) => cut,
+    }
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DecodeError {
@@ -159,7 +171,7 @@ fn decode_slow<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, Decode
         Err(e) => {
             return Err(DecodeError::Invalid {
                 kind,
-                detail: e.to_string(),
+                detail: detail(e.to_string()),
             })
         }
     };
@@ -188,9 +200,15 @@ fn decode_slow<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, Decode
                 kind,
                 // Our own decoders' messages already start with the field's path.
                 detail: if path == "." || inner.to_string().starts_with(&path) {
-                    inner.to_string()
+                    detail(inner.to_string())
                 } else {
-                    format!("{path}: {inner}")
+                    // A deeply nested field has a long path: cut apart from the
+                    // message, so the problem is still said.
+                    format!(
+                        "{}: {}",
+                        clip_to(&path, DETAIL_CHARS / 2),
+                        detail(inner.to_string())
+                    )
                 },
             })
         }
@@ -234,7 +252,7 @@ fn decode_tree<T: DeserializeOwned>(hook: Hook, body: &[u8]) -> Result<T, Decode
     }
     serde_json::from_value(value).map_err(|e| DecodeError::Invalid {
         kind,
-        detail: e.to_string(),
+        detail: detail(e.to_string()),
     })
 }
 
@@ -363,6 +381,41 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().len() < 200, "{e}");
         assert!(e.to_string().starts_with("apiVersion is \"vvvv"), "{e}");
+    }
+
+    #[test]
+    fn a_huge_value_that_does_not_fit_is_quoted_by_its_start() {
+        let huge = "k".repeat(10_000);
+        let upgrade = |extra: &str| {
+            format!(
+                r#"{{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"BeforeClusterUpgradeRequest","cluster":{{"metadata":{{"name":"c"}}}},"fromKubernetesVersion":"v1","toKubernetesVersion":"v2",{extra}}}"#
+            )
+        };
+        let e = dec(&upgrade(&format!(r#""controlPlaneUpgrades":"{huge}""#))).unwrap_err();
+        let e = e.to_string();
+        assert!(e.len() < 400, "{} bytes: {e}", e.len());
+        assert!(
+            e.starts_with(
+                "invalid BeforeClusterUpgradeRequest: controlPlaneUpgrades: invalid type: string \"kkk"
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with(" bytes)"), "{e}");
+        // The same through the duplicate-key path.
+        let e = dec(&upgrade(&format!(
+            r#""controlPlaneUpgrades":[],"controlPlaneUpgrades":"{huge}""#
+        )))
+        .unwrap_err()
+        .to_string();
+        assert!(e.len() < 400, "{} bytes: {e}", e.len());
+        assert!(e.contains("invalid type: string \"kkk"), "{e}");
+        // A short one is shown whole.
+        let e = dec(&upgrade(r#""controlPlaneUpgrades":"short""#)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(r#"invalid type: string "short", expected a sequence"#),
+            "{e}"
+        );
     }
 
     #[test]
