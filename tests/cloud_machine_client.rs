@@ -643,7 +643,7 @@ fn server_boots_from_a_volume_into_a_server_group() {
                 flavor_id: flavor.clone(),
                 image_id: None,
                 port_ids: vec![port.id.clone()],
-                user_data: Some(b"#cloud-config\n{}\n".to_vec()),
+                user_data: Some(b"#cloud-config\n{}\n".to_vec().into()),
                 availability_zone: Some("az1".into()),
                 metadata: [("stackhook-test".to_owned(), name.clone())].into(),
                 tags: vec!["stackhook-test".into()],

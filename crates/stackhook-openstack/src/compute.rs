@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use reqwest::Method;
+use secrecy::{ExposeSecret, SecretSlice};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
 use tokio::sync::OnceCell;
@@ -559,8 +560,9 @@ pub const MAX_USER_DATA: usize = 65535;
 /// [`Compute::create_server`]; the type exists because the raw body has
 /// traps: user data must be base64, scheduler hints go beside the `server`
 /// envelope, not in it, and tags or device tags fail below the microversion
-/// that brought them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// that brought them. `Debug` prints the user data (join tokens, certificates)
+/// redacted.
+#[derive(Clone, Debug, Default)]
 pub struct ServerCreate {
     pub name: String,
     pub flavor_id: String,
@@ -568,8 +570,8 @@ pub struct ServerCreate {
     pub image_id: Option<String>,
     /// Neutron port IDs, in the order the guest sees its interfaces.
     pub port_ids: Vec<String>,
-    /// Raw bootstrap data; encoded here.
-    pub user_data: Option<Vec<u8>>,
+    /// Raw bootstrap data; read only to encode it into the body.
+    pub user_data: Option<SecretSlice<u8>>,
     pub availability_zone: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub tags: Vec<String>,
@@ -624,7 +626,7 @@ impl ServerCreate {
             }
         }
         if let Some(data) = &self.user_data {
-            let encoded = base64(data);
+            let encoded = base64(data.expose_secret());
             if encoded.len() > MAX_USER_DATA {
                 return Err(invalid(format!(
                     "server {}: user data is {} bytes in base64, Nova takes at most {MAX_USER_DATA}",
@@ -1131,6 +1133,30 @@ mod tests {
         assert!(from_image.is_error());
     }
 
+    #[test]
+    fn server_create_debug_prints_no_user_data() {
+        let request = ServerCreate {
+            user_data: Some(
+                b"#cloud-config\ntoken: abcdef.0123456789abcdef\n"
+                    .to_vec()
+                    .into(),
+            ),
+            ..machine()
+        };
+        for shown in [format!("{request:?}"), format!("{request:#?}")] {
+            assert!(!shown.contains("0123456789abcdef"), "{shown}");
+            // Not as bytes either: `#` `c` `l` are 35, 99, 108.
+            assert!(!shown.contains("35, 99, 108"), "{shown}");
+            assert!(shown.contains("REDACTED"), "{shown}");
+            assert!(shown.contains("p0") && shown.contains("\"m\""), "{shown}");
+        }
+        let body = request.body().unwrap();
+        assert_eq!(
+            body["user_data"],
+            base64(b"#cloud-config\ntoken: abcdef.0123456789abcdef\n")
+        );
+    }
+
     fn machine() -> ServerCreate {
         ServerCreate {
             name: "m".into(),
@@ -1153,7 +1179,7 @@ mod tests {
 
         let full = ServerCreate {
             image_id: None,
-            user_data: Some(b"#cloud-config\n".to_vec()),
+            user_data: Some(b"#cloud-config\n".to_vec().into()),
             availability_zone: Some("az1".into()),
             metadata: [("k".to_owned(), "v".to_owned())].into(),
             tags: vec!["t".into()],
@@ -1221,12 +1247,12 @@ mod tests {
         };
         assert!(matches!(no_port.body(), Err(OsError::Invalid { .. })));
         let big = ServerCreate {
-            user_data: Some(vec![b'x'; MAX_USER_DATA]),
+            user_data: Some(vec![b'x'; MAX_USER_DATA].into()),
             ..machine()
         };
         assert!(matches!(big.body(), Err(OsError::Invalid { .. })));
         let fits = ServerCreate {
-            user_data: Some(vec![b'x'; MAX_USER_DATA / 4 * 3]),
+            user_data: Some(vec![b'x'; MAX_USER_DATA / 4 * 3].into()),
             ..machine()
         };
         assert!(fits.body().is_ok());

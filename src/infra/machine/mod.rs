@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use stackhook_openstack::blockstorage::{BlockStorage, Volume, VolumeCreate, VolumeFilter};
 use stackhook_openstack::compute::{
@@ -726,7 +725,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 .then(|| resolved.image_id.clone())
                 .flatten(),
             port_ids: ports.iter().map(|p| p.id.clone()).collect(),
-            user_data: Some(user_data.expose_secret().to_vec()),
+            user_data: Some(user_data),
             availability_zone: self.scope.failure_domain.clone(),
             metadata,
             tags: self.tags.clone(),
