@@ -40,10 +40,7 @@ def osc(i):
                      "tags": ["magnum", "cluster-" + name]}}
 def osc_status(i):
     name = "c%04d" % i
-    sg = lambda r: {"id": "5f0c9b8e-0a0c-4b6c-9a0e-%012d" % i, "name": "k8s-cluster-scale-%s-secgroup-%s" % (name, r),
-                    "rules": [{"name": "r%d" % j, "direction": "ingress", "etherType": "IPv4",
-                               "protocol": "tcp", "portRangeMin": 6443, "portRangeMax": 6443,
-                               "remoteIPPrefix": "0.0.0.0/0", "id": "%036d" % j} for j in range(6)]}
+    sg = lambda r: {"id": "5f0c9b8e-0a0c-4b6c-9a0e-%012d" % i, "name": "k8s-cluster-scale-%s-secgroup-%s" % (name, r)}
     return {"apiVersion": G, "kind": "OpenStackCluster", "metadata": {"name": name, "namespace": "scale"},
             "status": {"ready": True,
                        "network": {"id": "3f0c9b8e-0a0c-4b6c-9a0e-%012d" % i, "name": "k8s-clusterapi-cluster-scale-" + name,
@@ -62,10 +59,10 @@ def osm(i):
                      "rootVolume": {"sizeGiB": 50, "type": "ssd"},
                      "tags": ["magnum"]}}
 with open(work + "/objects.yaml", "w") as f:
-    for i in range(n): f.write(json.dumps(osc(i)) + "\n---\n")
-    for i in range(m): f.write(json.dumps(osm(i)) + "\n---\n")
+    for i in range(n): f.write("---\n" + json.dumps(osc(i)) + "\n")
+    for i in range(m): f.write("---\n" + json.dumps(osm(i)) + "\n")
 with open(work + "/status.yaml", "w") as f:
-    for i in range(n): f.write(json.dumps(osc_status(i)) + "\n---\n")
+    for i in range(n): f.write("---\n" + json.dumps(osc_status(i)) + "\n")
 EOF
 t0=$(date +%s)
 k apply --server-side -f "$WORK/objects.yaml" >/dev/null
