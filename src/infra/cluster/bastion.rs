@@ -21,6 +21,7 @@ use super::{os, owner_tag, user, Pass};
 use crate::infra::api::cluster::{Bastion, BastionStatus};
 use crate::infra::api::machine::OpenStackMachineSpec;
 use crate::infra::api::types::{ImageParam, MachineResources, PortStatus};
+use crate::infra::machine::name_regex;
 use crate::infra::seam::{InfraError, StatusSink};
 
 /// While Nova builds or deletes the bastion (CAPO waits 15 s; the server
@@ -33,20 +34,6 @@ pub const OWNER_METADATA_KEY: &str = "stackhook-cluster";
 /// The bastion spec when it is wanted: present and not disabled.
 pub(super) fn wanted(bastion: Option<&Bastion>) -> Option<&Bastion> {
     bastion.filter(|b| b.enabled != Some(false))
-}
-
-/// `^name$` with the regex metacharacters Nova would interpret escaped.
-fn name_regex(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 2);
-    out.push('^');
-    for c in name.chars() {
-        if ".^$*+?()[]{}|\\".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('$');
-    out
 }
 
 /// The server's IPv4 address on the port, else its first one.
