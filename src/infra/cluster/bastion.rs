@@ -13,15 +13,14 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use stackhook_openstack::compute::{Compute, Server, BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
-use stackhook_openstack::image::Images;
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::CloudClients;
 
 use super::{os, owner_tag, user, Pass};
 use crate::infra::api::cluster::{Bastion, BastionStatus};
 use crate::infra::api::machine::OpenStackMachineSpec;
-use crate::infra::api::types::{ImageParam, MachineResources, PortStatus};
-use crate::infra::machine::name_regex;
+use crate::infra::api::types::{MachineResources, PortStatus};
+use crate::infra::machine::{name_regex, resolve_image};
 use crate::infra::seam::{InfraError, StatusSink};
 
 /// While Nova builds or deletes the bastion (CAPO waits 15 s; the server
@@ -150,7 +149,15 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .and_then(|b| b.resolved.clone())
             .unwrap_or_default();
         if resolved.image_id.is_none() {
-            resolved.image_id = Some(self.resolve_image(&spec.image).await?);
+            resolved.image_id = Some(
+                resolve_image(
+                    self.clients,
+                    &spec.image,
+                    "InvalidBastionSpec",
+                    "the bastion's",
+                )
+                .await?,
+            );
         }
         if resolved.flavor_id.is_none() {
             resolved.flavor_id = Some(self.resolve_flavor(&spec).await?);
@@ -220,45 +227,6 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
 
     fn wait_bastion(&mut self) {
         self.bastion_requeue = Some(BASTION_REQUEUE);
-    }
-
-    async fn resolve_image(&self, image: &ImageParam) -> Result<String, InfraError> {
-        if let Some(id) = image.id.as_ref().filter(|id| !id.is_empty()) {
-            return Ok(id.clone());
-        }
-        let Some(filter) = &image.filter else {
-            return Err(user(
-                "InvalidBastionSpec",
-                "the bastion image needs an id or a filter",
-            ));
-        };
-        let mut query: Vec<(&str, String)> = Vec::new();
-        if let Some(n) = &filter.name {
-            query.push(("name", n.clone()));
-        }
-        for t in &filter.tags {
-            query.push(("tag", t.clone()));
-        }
-        let images = self
-            .clients
-            .image()
-            .list(&query)
-            .await
-            .map_err(|e| os("ImageNotFound", e))?;
-        match images.as_slice() {
-            [one] => Ok(one.id.clone()),
-            [] => Err(user(
-                "ImageNotFound",
-                format!("no image matches the bastion's filter {filter:?}"),
-            )),
-            _ => Err(user(
-                "ImageNotFound",
-                format!(
-                    "{} images match the bastion's filter {filter:?}; it must match one",
-                    images.len()
-                ),
-            )),
-        }
     }
 
     async fn resolve_flavor(&self, spec: &OpenStackMachineSpec) -> Result<String, InfraError> {

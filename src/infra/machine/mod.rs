@@ -126,6 +126,51 @@ impl<C: CloudSource> MachineInfra for OpenStackMachineInfra<C> {
     }
 }
 
+/// The Glance image of `image`: its ID, or the one image its filter matches.
+/// `invalid` is the reason when neither is given; `whose` names the server in messages.
+pub(crate) async fn resolve_image<C: CloudClients>(
+    clients: &C,
+    image: &ImageParam,
+    invalid: &str,
+    whose: &str,
+) -> Result<String, InfraError> {
+    if let Some(id) = image.id.as_ref().filter(|id| !id.is_empty()) {
+        return Ok(id.clone());
+    }
+    let Some(filter) = &image.filter else {
+        return Err(user(
+            invalid,
+            format!("{whose} image needs an id or a filter (imageRef is not supported)"),
+        ));
+    };
+    let mut query: Vec<(&str, String)> = Vec::new();
+    if let Some(n) = &filter.name {
+        query.push(("name", n.clone()));
+    }
+    for t in &filter.tags {
+        query.push(("tag", t.clone()));
+    }
+    let images = clients
+        .image()
+        .list(&query)
+        .await
+        .map_err(|e| os("ImageNotFound", e))?;
+    match images.as_slice() {
+        [one] => Ok(one.id.clone()),
+        [] => Err(user(
+            "ImageNotFound",
+            format!("no image matches {whose} filter {filter:?}"),
+        )),
+        many => Err(user(
+            "ImageNotFound",
+            format!(
+                "{} images match {whose} filter {filter:?}; it must match one",
+                many.len()
+            ),
+        )),
+    }
+}
+
 /// `^name$` with the regex metacharacters Nova would interpret escaped.
 pub(crate) fn name_regex(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 2);
@@ -326,7 +371,15 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
     async fn resolve(&mut self) -> Result<stackhook_openstack::compute::Flavor, InfraError> {
         let mut resolved = self.status.resolved.clone().unwrap_or_default();
         if resolved.image_id.is_none() {
-            resolved.image_id = Some(self.resolve_image(&self.spec.image).await?);
+            resolved.image_id = Some(
+                resolve_image(
+                    self.clients,
+                    &self.spec.image,
+                    "ImageNotFound",
+                    "the machine's",
+                )
+                .await?,
+            );
         }
         if resolved.server_group_id.is_none() {
             resolved.server_group_id = self.resolve_server_group().await?;
@@ -361,45 +414,6 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         }
         self.status.resolved = Some(resolved);
         Ok(flavor)
-    }
-
-    async fn resolve_image(&self, image: &ImageParam) -> Result<String, InfraError> {
-        if let Some(id) = image.id.as_ref().filter(|id| !id.is_empty()) {
-            return Ok(id.clone());
-        }
-        let Some(filter) = &image.filter else {
-            return Err(user(
-                "ImageNotFound",
-                "spec.image needs an id or a filter (imageRef is not supported)",
-            ));
-        };
-        let mut query: Vec<(&str, String)> = Vec::new();
-        if let Some(n) = &filter.name {
-            query.push(("name", n.clone()));
-        }
-        for t in &filter.tags {
-            query.push(("tag", t.clone()));
-        }
-        let images = self
-            .clients
-            .image()
-            .list(&query)
-            .await
-            .map_err(|e| os("ImageNotFound", e))?;
-        match images.as_slice() {
-            [one] => Ok(one.id.clone()),
-            [] => Err(user(
-                "ImageNotFound",
-                format!("no image matches the filter {filter:?}"),
-            )),
-            many => Err(user(
-                "ImageNotFound",
-                format!(
-                    "{} images match the filter {filter:?}; it must match one",
-                    many.len()
-                ),
-            )),
-        }
     }
 
     /// The ports to create, with networks, subnets and security groups as IDs. No
