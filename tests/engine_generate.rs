@@ -408,9 +408,10 @@ patches:
 
 #[test]
 fn an_op_capi_could_not_apply_is_a_failure() {
-    // RFC 6902: `add` needs the parent, `replace`/`remove` need the target.
+    // RFC 6902: `add` needs a parent that can hold the child (packs create missing
+    // parents, never replace a scalar), `replace`/`remove` need the target.
     for (op, path) in [
-        ("add", "/spec/template/spec/missing/child"),
+        ("add", "/spec/template/spec/present/child"),
         ("replace", "/spec/template/spec/absent"),
         ("remove", "/spec/template/spec/absent"),
     ] {
@@ -574,4 +575,49 @@ fn odd_input_is_answered_not_panicked_on() {
     // The CP template's spec is not an object, so `add` has no parent: a Failure.
     let msg = failure(&resp);
     assert!(msg.contains("KubeadmControlPlane cp"), "{msg}");
+}
+
+#[test]
+fn add_creates_missing_parents_and_keeps_existing_ones() {
+    let e = engine(
+        r#"
+name: test
+patches:
+- name: p
+  definitions:
+  - selector: {apiVersion: infra.example/v1, kind: Thing, matchResources: {infrastructureCluster: true}}
+    jsonPatches:
+    - {op: add, path: /spec/template/spec/kubeadm/files/-, value: {path: /etc/a}}
+    - {op: add, path: /spec/template/spec/kubeadm/files/-, value: {path: /etc/b}}
+    - {op: add, path: /spec/template/spec/init/skipPhases, value: [addon/kube-proxy]}
+    - {op: add, path: /spec/template/spec/present/extra, value: 2}
+    - {op: add, path: /spec/template/spec/list/0, value: first}
+"#,
+    );
+    let req = request(
+        json!([]),
+        vec![item(
+            "u",
+            INFRA,
+            T,
+            json!({"present": {"kept": 1}}),
+            json!([]),
+        )],
+    );
+    let items = patches(&generate_json(&e, "test", &req));
+    let spec = "/spec/template/spec";
+    assert_eq!(
+        items["u"],
+        json!([
+            {"op": "add", "path": format!("{spec}/kubeadm"), "value": {}},
+            {"op": "add", "path": format!("{spec}/kubeadm/files"), "value": []},
+            {"op": "add", "path": format!("{spec}/kubeadm/files/-"), "value": {"path": "/etc/a"}},
+            {"op": "add", "path": format!("{spec}/kubeadm/files/-"), "value": {"path": "/etc/b"}},
+            {"op": "add", "path": format!("{spec}/init"), "value": {}},
+            {"op": "add", "path": format!("{spec}/init/skipPhases"), "value": ["addon/kube-proxy"]},
+            {"op": "add", "path": format!("{spec}/present/extra"), "value": 2},
+            {"op": "add", "path": format!("{spec}/list"), "value": []},
+            {"op": "add", "path": format!("{spec}/list/0"), "value": "first"},
+        ])
+    );
 }

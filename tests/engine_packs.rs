@@ -213,3 +213,45 @@ fn embedded_packs_load_and_are_served() {
         ]
     );
 }
+
+#[test]
+fn versions_of_one_pack_are_served_side_by_side() {
+    let pack = |v: u32, marker: &str| {
+        format!(
+            "name: net\nversion: {v}\npatches:\n- name: p\n  definitions:\n  - selector: {{apiVersion: infra.example/v1, kind: Thing, matchResources: {{infrastructureCluster: true}}}}\n    jsonPatches:\n    - {{op: add, path: /spec/template/spec/marker, value: {marker}}}\n"
+        )
+    };
+    let e = PackEngine::from_sources(vec![
+        ("net-v1.yaml".into(), pack(1, "one")),
+        ("net-v2.yaml".into(), pack(2, "two")),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        e.handlers().generate_patches,
+        [
+            "generate-patches",
+            "net-v1-generate-patches",
+            "net-v2-generate-patches"
+        ]
+    );
+    let p1 = e.pack_for_handler("net-v1-generate-patches").unwrap();
+    let p2 = e.pack_for_handler("net-v2-generate-patches").unwrap();
+    assert_eq!((p1.version, p2.version), (Some(1), Some(2)));
+    assert!(e.pack_for_handler("net-generate-patches").is_none());
+
+    // The same version twice is a clash; version 0 does not exist.
+    let err = PackEngine::from_sources(vec![
+        ("a.yaml".into(), pack(1, "a")),
+        ("b.yaml".into(), pack(1, "b")),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        err,
+        r#"b.yaml:1: name: pack name "net-v1" is already used by a.yaml"#
+    );
+    let err = PackEngine::from_sources(vec![("z.yaml".into(), pack(0, "z"))])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "z.yaml:2: version: versions start at 1");
+}

@@ -8,6 +8,8 @@
 //! - every op is applied here, in order, to a copy of the template, exactly as CAPI
 //!   will (RFC 6902, strict): an op CAPI would fail on becomes a Failure naming it,
 //!   instead of a reconcile error far from its cause;
+//! - an `add` into a parent the template lacks gets `add` ops creating that parent
+//!   first ([`missing_parents`]), so packs need no placeholders in user templates;
 //! - items are processed and returned in an order independent of the request's
 //!   (random) item order and uids, so the response and any message are deterministic.
 
@@ -246,21 +248,32 @@ fn item_ops(
             }
         }
     }
-    if !ops.is_empty() {
-        let mut doc = item.object.clone();
-        // On error the copy may be half-changed; the whole request fails then anyway.
-        json_patch::patch_unsafe(&mut doc, &ops).map_err(|e| {
-            let (index, d, j) = places.get(e.operation).copied().unwrap_or_default();
-            let at = pack
-                .patches
+    if ops.is_empty() {
+        return Ok(ops);
+    }
+    let mut doc = item.object.clone();
+    let mut out = Vec::with_capacity(ops.len());
+    // On error the copy may be half-changed; the whole request fails then anyway.
+    for (op, (index, d, j)) in ops.into_iter().zip(places) {
+        let at = || {
+            pack.patches
                 .get(index)
                 .and_then(|p| p.definitions.get(d))
                 .and_then(|def| def.json_patches.get(j))
                 .map(|jp| place(d, j, jp))
-                .unwrap_or_default();
+                .unwrap_or_default()
+        };
+        let start = out.len();
+        if pack.creates_parents {
+            if let PatchOperation::Add(add) = &op {
+                missing_parents(&doc, &add.path, &mut out);
+            }
+        }
+        out.push(op);
+        json_patch::patch_unsafe(&mut doc, &out[start..]).map_err(|e| {
             fail(
                 index,
-                at,
+                at(),
                 format!(
                     "CAPI could not apply this patch to the template: {}",
                     e.kind
@@ -268,7 +281,60 @@ fn item_ops(
             )
         })?;
     }
-    Ok(ops)
+    Ok(out)
+}
+
+/// The `add` ops that create the missing parents of `path` in `doc`, outermost first.
+///
+/// The one place packs differ from RFC 6902 (which CAPI applies strictly): a pack
+/// cannot know whether a user's template already has `files`, `initConfiguration` or
+/// `extraArgs`, and requiring placeholders in every template breaks on ordinary ones.
+/// A missing parent becomes `[]` when the next token is `-` or `0` (an append or the
+/// first element), `{}` otherwise. Nothing that exists is touched: a parent of the
+/// wrong type is left for the patch itself to fail on.
+fn missing_parents(
+    doc: &Value,
+    path: &json_patch::jsonptr::Pointer,
+    out: &mut Vec<PatchOperation>,
+) {
+    let tokens: Vec<_> = path.tokens().collect();
+    let Some((_, parents)) = tokens.split_last() else {
+        return;
+    };
+    let mut cur = doc;
+    for (i, tok) in parents.iter().enumerate() {
+        let next = match cur {
+            Value::Object(m) => m.get(tok.decoded().as_ref()),
+            Value::Array(a) => match tok.decoded().parse::<usize>() {
+                Ok(n) => a.get(n),
+                Err(_) => return,
+            },
+            _ => return,
+        };
+        match next {
+            Some(v) => cur = v,
+            None => {
+                if !cur.is_object() {
+                    return;
+                }
+                for k in i..parents.len() {
+                    let after = tokens[k + 1].decoded();
+                    let value = if after == "-" || after == "0" {
+                        Value::Array(Vec::new())
+                    } else {
+                        Value::Object(Map::new())
+                    };
+                    let parent: json_patch::jsonptr::PointerBuf =
+                        json_patch::jsonptr::PointerBuf::from_tokens(tokens[..=k].iter().cloned());
+                    out.push(PatchOperation::Add(AddOperation {
+                        path: parent,
+                        value,
+                    }));
+                }
+                return;
+            }
+        }
+    }
 }
 
 /// The pack's variables with schema defaults applied, as CAPI applies them before

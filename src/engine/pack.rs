@@ -70,7 +70,17 @@ impl PackError {
 /// A loaded, checked pack.
 #[derive(Debug)]
 pub struct Pack {
+    /// The name it is served under: `name`, or `name-v<version>` for a versioned pack.
     pub name: String,
+    /// A pack's generation. A changed pack is a new file with a new version, and the
+    /// old one keeps being served: a running cluster's templates (and so its
+    /// machines) change only when its ClusterClass moves to the new handlers.
+    pub version: Option<u32>,
+    /// An `add` whose parent objects are missing creates them first (see
+    /// [`crate::engine::generate`]): packs must work on any valid template of the
+    /// kinds they select. Off for a ClusterClass's inline patches, which CAPI applies
+    /// strictly.
+    pub creates_parents: bool,
     pub description: String,
     /// The file it came from, for messages.
     pub file: String,
@@ -171,6 +181,8 @@ pub struct JsonPatch {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawPack {
     name: String,
+    #[serde(default)]
+    version: Option<u32>,
     #[serde(default)]
     description: String,
     #[serde(default)]
@@ -351,15 +363,21 @@ pub fn parse_pack(file: &str, src: &str) -> Result<Pack, Vec<PackProblem>> {
 }
 
 fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
+    let served = match raw.version {
+        Some(v) => format!("{}-v{v}", raw.name),
+        None => raw.name.clone(),
+    };
+    if raw.version == Some(0) {
+        p.add("version", "versions start at 1");
+    }
     if let Err(why) = check_dns_label(&raw.name) {
         p.add("name", why);
-    } else if raw.name.len() > MAX_PACK_NAME {
+    } else if served.len() > MAX_PACK_NAME {
         p.add(
             "name",
             format!(
-                "{:?} is longer than {MAX_PACK_NAME} characters: the handler name {:?} would not be a DNS-1123 label",
-                raw.name,
-                format!("{}-discover-variables", raw.name)
+                "{served:?} is longer than {MAX_PACK_NAME} characters: the handler name {:?} would not be a DNS-1123 label",
+                format!("{served}-discover-variables")
             ),
         );
     }
@@ -507,7 +525,9 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
     }
 
     Pack {
-        name: raw.name,
+        name: served,
+        version: raw.version,
+        creates_parents: true,
         description: raw.description,
         file: file.to_string(),
         variables,

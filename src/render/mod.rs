@@ -245,7 +245,10 @@ fn inline_pack(class: &ClusterClass) -> Result<(Pack, BTreeMap<usize, usize>), V
     let src = json!({"name": INLINE, "variables": vars, "patches": patches}).to_string();
     let file = format!("ClusterClass {}", class.name);
     pack::parse_pack(&file, &src)
-        .map(|p| (p, index))
+        .map(|mut p| {
+            p.creates_parents = false;
+            (p, index)
+        })
         .map_err(|problems| {
             problems
                 .into_iter()
