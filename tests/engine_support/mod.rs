@@ -101,3 +101,99 @@ pub fn failure(resp: &Value) -> String {
         .is_none_or(|i| i.as_array().is_none_or(Vec::is_empty)));
     resp["message"].as_str().unwrap_or_default().to_string()
 }
+
+/// The template kinds a CAPI v1beta1/v1beta2 kubeadm + CAPO class hands to external
+/// patches, as minimal objects (an empty `spec.template.spec`), with the holder CAPI
+/// sends for each: (uid, holder, (apiVersion, kind), item variables).
+pub fn minimal_items(worker_vars: Value) -> Vec<Value> {
+    let osct = ("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackClusterTemplate");
+    let osmt = ("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackMachineTemplate");
+    let mut md = md_vars("default-worker", "md-0").as_array().cloned().unwrap();
+    md.extend(worker_vars.as_array().cloned().unwrap_or_default());
+    let md = Value::Array(md);
+    vec![
+        item("osct", ("Cluster", "c1", "spec.infrastructureRef"), osct, json!({}), json!([])),
+        item(
+            "osmt-cp",
+            ("KubeadmControlPlane", "c1-cp", "spec.machineTemplate.spec.infrastructureRef"),
+            osmt,
+            json!({}),
+            json!([]),
+        ),
+        item(
+            "osmt-md",
+            ("MachineDeployment", "c1-md-0", "spec.template.spec.infrastructureRef"),
+            osmt,
+            json!({}),
+            md.clone(),
+        ),
+        item(
+            "kcpt-v1beta1",
+            ("Cluster", "c1", "spec.controlPlaneRef"),
+            ("controlplane.cluster.x-k8s.io/v1beta1", "KubeadmControlPlaneTemplate"),
+            json!({"kubeadmConfigSpec": {}}),
+            json!([]),
+        ),
+        item(
+            "kcpt-v1beta2",
+            ("Cluster", "c1", "spec.controlPlaneRef"),
+            ("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlaneTemplate"),
+            json!({}),
+            json!([]),
+        ),
+        item(
+            "kct-v1beta1",
+            ("MachineDeployment", "c1-md-0", "spec.template.spec.bootstrap.configRef"),
+            ("bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfigTemplate"),
+            json!({}),
+            md.clone(),
+        ),
+        item(
+            "kct-v1beta2",
+            ("MachineDeployment", "c1-md-0", "spec.template.spec.bootstrap.configRef"),
+            ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfigTemplate"),
+            json!({}),
+            md,
+        ),
+    ]
+}
+
+/// GeneratePatches of `handler` over `items`, each item's object with its patch
+/// applied (strictly, as CAPI applies it): uid → patched object. Panics with the
+/// response on Failure.
+pub fn patched_objects(
+    e: &PackEngine,
+    handler: &str,
+    globals: Value,
+    items: Vec<Value>,
+) -> BTreeMap<String, Value> {
+    let objects: BTreeMap<String, Value> = items
+        .iter()
+        .map(|i| (i["uid"].as_str().unwrap().to_string(), i["object"].clone()))
+        .collect();
+    let req = request(globals, items);
+    let resp = generate_json(e, handler, &req);
+    let mut by_uid = patches(&resp);
+    objects
+        .into_iter()
+        .map(|(uid, mut obj)| {
+            if let Some(p) = by_uid.remove(&uid) {
+                let patch: json_patch::Patch = serde_json::from_value(p).unwrap();
+                json_patch::patch(&mut obj, &patch)
+                    .unwrap_or_else(|e| panic!("{uid}: CAPI could not apply the patch: {e}"));
+            }
+            (uid, obj)
+        })
+        .collect()
+}
+
+/// `{name, value}` list of Cluster variables from a JSON object.
+pub fn vars(obj: Value) -> Value {
+    Value::Array(
+        obj.as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| json!({"name": k, "value": v}))
+            .collect(),
+    )
+}
