@@ -68,6 +68,11 @@ impl Templates {
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            // A kustomize directory of templates is a templates directory too.
+            .filter(|p| {
+                p.file_stem()
+                    .is_none_or(|s| !s.eq_ignore_ascii_case("kustomization"))
+            })
             .collect();
         files.sort();
         let mut docs = Vec::new();
