@@ -65,13 +65,13 @@ printf '%s' '{{ .builtin.cluster.name }}-{{ range $i, $z := .list }}{{ $i }}{{ e
 
 # A Cluster, its ClusterClass and the class's templates in one stream, as render_yaml
 # splits them; the CAPO objects and the cert-manager CRDs as plain YAML streams.
-for pair in dev-test:dev-test openstack-cilium:openstack-cilium-v1beta1; do
-  cluster=${pair%%:*} class=${pair#*:}
-  { cat "clusterclasses/examples/$cluster-cluster.yaml"; echo '---'
-    cat "clusterclasses/$class.yaml"; echo '---'
-    cat "templates/$class.yaml"; } | put render_yaml "$cluster-stream"
-done
-for f in tests/fixtures/capo/*.yaml tests/fixtures/capo/invalid/*.yaml clusterclasses/*.yaml templates/*.yaml; do
+{ cat clusterclasses/examples/dev-test-cluster.yaml; echo '---'
+  cat clusterclasses/dev-test.yaml; echo '---'
+  cat templates/dev-test.yaml; } | put render_yaml "dev-test-stream"
+{ cat tests/fixtures/classes/openstack-cilium-cluster.yaml; echo '---'
+  cat tests/fixtures/classes/openstack-cilium-v1beta1.yaml; echo '---'
+  cat tests/fixtures/classes/openstack-cilium-v1beta1-templates.yaml; } | put render_yaml "openstack-cilium-stream"
+for f in tests/fixtures/capo/*.yaml tests/fixtures/capo/invalid/*.yaml clusterclasses/*.yaml clusterclasses/openstack-kubeadm/base/*.yaml templates/*.yaml templates/*/*.yaml; do
   put render_yaml "$(basename "$(dirname "$f")")-$(basename "$f")" <"$f"
 done
 

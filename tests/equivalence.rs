@@ -37,7 +37,7 @@ fn external_cluster_yaml() -> String {
 
 fn inputs(cluster: &str, class_file: &str) -> Inputs {
     let cluster = render::yaml_documents(cluster).unwrap();
-    let class = docs(&format!("clusterclasses/{class_file}"));
+    let class = docs(class_file);
     inputs_from(&cluster[0], &class[0], &docs("templates/dev-test.yaml"))
 }
 
@@ -147,7 +147,11 @@ impl PatchEngine for Remote {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_and_served_external_patches_give_identical_objects() {
-    let inline = render::render(&inputs(&cluster_yaml(), "dev-test.yaml"), &packs()).unwrap();
+    let inline = render::render(
+        &inputs(&cluster_yaml(), "clusterclasses/dev-test.yaml"),
+        &packs(),
+    )
+    .unwrap();
 
     let srv = Server::start(&[
         "--capi-version",
@@ -162,7 +166,10 @@ async fn inline_and_served_external_patches_give_identical_objects() {
     };
     let external = tokio::task::spawn_blocking(move || {
         render::render(
-            &inputs(&external_cluster_yaml(), "dev-test-external.yaml"),
+            &inputs(
+                &external_cluster_yaml(),
+                "tests/fixtures/classes/dev-test-external.yaml",
+            ),
             &remote,
         )
     })
@@ -225,7 +232,11 @@ fn assert_generated(name: &Value, prefix: &str) {
 
 #[test]
 fn objects_follow_capi_naming_labels_and_patches() {
-    let objs = render::render(&inputs(&cluster_yaml(), "dev-test.yaml"), &packs()).unwrap();
+    let objs = render::render(
+        &inputs(&cluster_yaml(), "clusterclasses/dev-test.yaml"),
+        &packs(),
+    )
+    .unwrap();
     let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -367,7 +378,7 @@ fn enabled_if_switches_follow_the_template_engine() {
             "    variables:\n    - name: imageName",
             "    variables:\n    - name: apiServerLoadBalancerEnabled\n      value: false\n    - name: controlPlaneAvailabilityZones\n      value: [az1, az2]\n    - name: imageName",
         );
-    let objs = render::render(&inputs(&cluster, "dev-test.yaml"), &packs()).unwrap();
+    let objs = render::render(&inputs(&cluster, "clusterclasses/dev-test.yaml"), &packs()).unwrap();
     assert_eq!(
         objs[0]["spec"]["apiServerLoadBalancer"],
         json!({"enabled": false})
@@ -430,7 +441,11 @@ fn render_cli_yaml_and_json_are_the_same_objects_and_deterministic() {
     assert_eq!(from_yaml, from_json);
     assert_eq!(
         from_json,
-        render::render(&inputs(&cluster_yaml(), "dev-test.yaml"), &packs()).unwrap()
+        render::render(
+            &inputs(&cluster_yaml(), "clusterclasses/dev-test.yaml"),
+            &packs()
+        )
+        .unwrap()
     );
 }
 
@@ -517,7 +532,7 @@ fn validate_cli_exit_codes_and_field_paths() {
 
 #[test]
 fn missing_template_names_the_reference() {
-    let mut i = inputs(&cluster_yaml(), "dev-test.yaml");
+    let mut i = inputs(&cluster_yaml(), "clusterclasses/dev-test.yaml");
     i.templates = Templates::from_documents("nowhere", vec![]).unwrap();
     let err = render::render(&i, &packs()).unwrap_err().to_string();
     assert!(
@@ -536,8 +551,16 @@ fn cluster_yaml_is_read_as_kubectl_reads_it() {
             &format!("    variables:\n    - name: apiServerLoadBalancerEnabled\n      value: {value}\n    - name: imageName"),
         )
     };
-    let plain_false = render::render(&inputs(&with("false"), "dev-test.yaml"), &packs()).unwrap();
-    let off = render::render(&inputs(&with("off"), "dev-test.yaml"), &packs()).unwrap();
+    let plain_false = render::render(
+        &inputs(&with("false"), "clusterclasses/dev-test.yaml"),
+        &packs(),
+    )
+    .unwrap();
+    let off = render::render(
+        &inputs(&with("off"), "clusterclasses/dev-test.yaml"),
+        &packs(),
+    )
+    .unwrap();
     assert_eq!(off, plain_false);
     assert_eq!(
         off[0]["spec"]["apiServerLoadBalancer"],
@@ -696,7 +719,7 @@ fn naming_templates_name_the_objects() {
     assert!(err.contains("{{ .cluster.namespace }}"), "{err}");
 
     // The v1beta1 spellings.
-    let v1beta1 = docs("clusterclasses/openstack-cilium-v1beta1.yaml").remove(0);
+    let v1beta1 = docs("tests/fixtures/classes/openstack-cilium-v1beta1.yaml").remove(0);
     let mut c = v1beta1.clone();
     c["spec"]["infrastructureNamingStrategy"] = json!({"template": "i-{{ .random }}"});
     c["spec"]["controlPlane"]["namingStrategy"] = json!({"template": "cp-{{ .random }}"});

@@ -23,7 +23,11 @@ fn spec(objs: &BTreeMap<String, Value>, uid: &str) -> Value {
 fn files(s: &Value) -> Vec<String> {
     s["files"]
         .as_array()
-        .map(|f| f.iter().map(|f| f["path"].as_str().unwrap().to_string()).collect())
+        .map(|f| {
+            f.iter()
+                .map(|f| f["path"].as_str().unwrap().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -49,10 +53,17 @@ fn cilium_by_default_on_minimal_templates() {
     // created, kube-proxy skipped, the values read from the bootstrap-vars Secret.
     for uid in ["kcpt-v1beta1", "kcpt-v1beta2"] {
         let s = &spec(&objs, uid)["kubeadmConfigSpec"];
-        assert_eq!(s["initConfiguration"]["skipPhases"], json!(["addon/kube-proxy"]), "{uid}");
+        assert_eq!(
+            s["initConfiguration"]["skipPhases"],
+            json!(["addon/kube-proxy"]),
+            "{uid}"
+        );
         assert_eq!(
             files(s),
-            ["/etc/sysctl.d/90-cilium.conf", "/etc/kubernetes/cilium-values.yaml"],
+            [
+                "/etc/sysctl.d/90-cilium.conf",
+                "/etc/kubernetes/cilium-values.yaml"
+            ],
             "{uid}"
         );
         assert_eq!(
@@ -62,7 +73,11 @@ fn cilium_by_default_on_minimal_templates() {
         assert!(s["files"][1].get("content").is_none());
     }
     for uid in ["kct-v1beta1", "kct-v1beta2"] {
-        assert_eq!(files(&spec(&objs, uid)), ["/etc/sysctl.d/90-cilium.conf"], "{uid}");
+        assert_eq!(
+            files(&spec(&objs, uid)),
+            ["/etc/sysctl.d/90-cilium.conf"],
+            "{uid}"
+        );
     }
     // Nothing on the machines.
     assert_eq!(spec(&objs, "osmt-cp"), json!({}));
@@ -76,7 +91,12 @@ fn user_skip_phases_and_files_are_kept() {
         "files": [{"path": "/etc/mine", "content": "x"}],
         "clusterConfiguration": {}
     });
-    let objs = patched_objects(&engine(), "networking-v1-generate-patches", json!([]), items);
+    let objs = patched_objects(
+        &engine(),
+        "networking-v1-generate-patches",
+        json!([]),
+        items,
+    );
     let s = &spec(&objs, "kcpt-v1beta1")["kubeadmConfigSpec"];
     assert_eq!(
         s["initConfiguration"]["skipPhases"],
@@ -91,7 +111,9 @@ fn flannel_and_interfaces() {
     let objs = patched_objects(
         &engine(),
         "networking-v1-generate-patches",
-        vars(json!({"networking": {"kubeNetworkPlugin": "flannel", "interfaces": {"flannel": "ens4", "keepalived": "ens3"}}})),
+        vars(
+            json!({"networking": {"kubeNetworkPlugin": "flannel", "interfaces": {"flannel": "ens4", "keepalived": "ens3"}}}),
+        ),
         minimal_items(json!([])),
     );
     assert_eq!(
@@ -100,20 +122,28 @@ fn flannel_and_interfaces() {
                "networkInterfaces": {"keepalived": "ens3", "flannel": "ens4"}})
     );
     // No Cilium: kube-proxy stays, no sysctl, no values file.
-    assert_eq!(spec(&objs, "kcpt-v1beta1"), json!({"kubeadmConfigSpec": {}}));
+    assert_eq!(
+        spec(&objs, "kcpt-v1beta1"),
+        json!({"kubeadmConfigSpec": {}})
+    );
     assert_eq!(spec(&objs, "kct-v1beta2"), json!({}));
 
     // Cilium keeping kube-proxy: no skip phase.
     let objs = patched_objects(
         &engine(),
         "networking-v1-generate-patches",
-        vars(json!({"networking": {"cilium": {"kubeProxyReplacement": false, "routingMode": "native", "nativeRoutingCIDR": "10.0.0.0/8", "webhookEnable": true}}})),
+        vars(
+            json!({"networking": {"cilium": {"kubeProxyReplacement": false, "routingMode": "native", "nativeRoutingCIDR": "10.0.0.0/8", "webhookEnable": true}}}),
+        ),
         minimal_items(json!([])),
     );
     let s = &spec(&objs, "kcpt-v1beta2")["kubeadmConfigSpec"];
     assert!(s.get("initConfiguration").is_none(), "{s}");
     let c = &spec(&objs, "osct")["extensions"]["networking"]["cilium"];
-    assert_eq!((c["routingMode"].as_str(), c["webhookEnable"].as_bool()), (Some("native"), Some(true)));
+    assert_eq!(
+        (c["routingMode"].as_str(), c["webhookEnable"].as_bool()),
+        (Some("native"), Some(true))
+    );
 }
 
 #[test]
@@ -131,7 +161,9 @@ fn vip_modes() {
     let objs = patched_objects(
         &e,
         h,
-        vars(json!({"vip": {"mode": "keepalived", "keepalived": {"address": "10.6.0.5", "interface": "ens3", "virtualRouterID": 7}, "ingress": {"enabled": true}}})),
+        vars(
+            json!({"vip": {"mode": "keepalived", "keepalived": {"address": "10.6.0.5", "interface": "ens3", "virtualRouterID": 7}, "ingress": {"enabled": true}}}),
+        ),
         minimal_items(json!([])),
     );
     assert_eq!(
@@ -151,14 +183,18 @@ fn vip_modes() {
         let s = &spec(&objs, uid)["kubeadmConfigSpec"];
         assert_eq!(
             files(s),
-            ["/etc/keepalived/keepalived.conf", "/etc/kubernetes/manifests/keepalived.yaml"]
+            [
+                "/etc/keepalived/keepalived.conf",
+                "/etc/kubernetes/manifests/keepalived.yaml"
+            ]
         );
         let conf = s["files"][0]["content"].as_str().unwrap();
         assert!(conf.contains("interface ens3"), "{conf}");
         assert!(conf.contains("virtual_router_id 7"), "{conf}");
         assert!(conf.contains("    10.6.0.5\n"), "{conf}");
         let pod: Value = serde_json::to_value(
-            serde_saphyr::from_str::<serde_json::Value>(s["files"][1]["content"].as_str().unwrap()).unwrap(),
+            serde_saphyr::from_str::<serde_json::Value>(s["files"][1]["content"].as_str().unwrap())
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(pod["kind"], "Pod");
@@ -171,7 +207,10 @@ fn vip_modes() {
         vars(json!({"vip": {"mode": "floatingIP"}})),
         minimal_items(json!([])),
     );
-    assert_eq!(spec(&objs, "osct")["apiServerLoadBalancer"], json!({"enabled": false}));
+    assert_eq!(
+        spec(&objs, "osct")["apiServerLoadBalancer"],
+        json!({"enabled": false})
+    );
     assert_eq!(spec(&objs, "osct")["disableAPIServerFloatingIP"], false);
 }
 
@@ -190,17 +229,38 @@ fn dependent_settings_are_refused() {
     };
     let net = "networking-v1-validate-topology";
     for (value, expect) in [
-        (json!({"cilium": {"routingMode": "native"}}), "native routing needs nativeRoutingCIDR"),
-        (json!({"cilium": {"ipam": {"mode": "cluster-pool"}}}), "cluster-pool IPAM needs ipam.poolCIDR"),
-        (json!({"kubeNetworkPlugin": "weave"}), "variables[networking].kubeNetworkPlugin"),
-        (json!({"interfaces": {"flannel": "eth0; rm"}}), "variables[networking].interfaces.flannel"),
+        (
+            json!({"cilium": {"routingMode": "native"}}),
+            "native routing needs nativeRoutingCIDR",
+        ),
+        (
+            json!({"cilium": {"ipam": {"mode": "cluster-pool"}}}),
+            "cluster-pool IPAM needs ipam.poolCIDR",
+        ),
+        (
+            json!({"kubeNetworkPlugin": "weave"}),
+            "variables[networking].kubeNetworkPlugin",
+        ),
+        (
+            json!({"interfaces": {"flannel": "eth0; rm"}}),
+            "variables[networking].interfaces.flannel",
+        ),
     ] {
         let msg = validate(net, json!({"networking": value}));
         assert!(msg.contains(expect), "{expect:?} in {msg:?}");
     }
-    let msg = validate("vip-v1-validate-topology", json!({"vip": {"mode": "keepalived"}}));
-    assert!(msg.contains("a keepalived endpoint needs keepalived.address"), "{msg}");
-    let msg = validate("vip-v1-validate-topology", json!({"vip": {"mode": "keepalived", "keepalived": {"address": "10.0.0.300x"}}}));
+    let msg = validate(
+        "vip-v1-validate-topology",
+        json!({"vip": {"mode": "keepalived"}}),
+    );
+    assert!(
+        msg.contains("a keepalived endpoint needs keepalived.address"),
+        "{msg}"
+    );
+    let msg = validate(
+        "vip-v1-validate-topology",
+        json!({"vip": {"mode": "keepalived", "keepalived": {"address": "10.0.0.300x"}}}),
+    );
     assert!(msg.contains("variables[vip].keepalived.address"), "{msg}");
     assert_eq!(validate("vip-v1-validate-topology", json!({"vip": {}})), "");
 }

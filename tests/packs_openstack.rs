@@ -69,11 +69,20 @@ fn defaults_on_minimal_templates() {
     };
     assert_eq!(
         spec(&objs, "osmt-cp"),
-        machine("m1.large", json!({"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}))
+        machine(
+            "m1.large",
+            json!({"filter": {"name": "ubuntu-2404-kube-v1.33.1"}})
+        )
     );
-    assert_eq!(spec(&objs, "osmt-md"), machine("m1.medium", json!({"id": IMAGE})));
+    assert_eq!(
+        spec(&objs, "osmt-md"),
+        machine("m1.medium", json!({"id": IMAGE}))
+    );
     // kubeadm settings are all off by default: the kubeadm templates stay as written.
-    assert_eq!(spec(&objs, "kcpt-v1beta1"), json!({"kubeadmConfigSpec": {}}));
+    assert_eq!(
+        spec(&objs, "kcpt-v1beta1"),
+        json!({"kubeadmConfigSpec": {}})
+    );
     for uid in ["kcpt-v1beta2", "kct-v1beta1", "kct-v1beta2"] {
         assert_eq!(spec(&objs, uid), json!({}), "{uid}");
     }
@@ -101,7 +110,10 @@ fn every_cluster_setting_reaches_its_capo_field() {
         minimal_items(json!([])),
     );
     let osct = spec(&objs, "osct");
-    assert_eq!(osct["identityRef"], json!({"type": "Secret", "name": "team-a-creds", "cloudName": "prod"}));
+    assert_eq!(
+        osct["identityRef"],
+        json!({"type": "Secret", "name": "team-a-creds", "cloudName": "prod"})
+    );
     assert_eq!(osct["network"], json!({"filter": {"name": "shared-net"}}));
     assert_eq!(osct["subnets"], json!([{"id": IMAGE}]));
     assert!(osct.get("managedSubnets").is_none(), "{osct}");
@@ -124,7 +136,10 @@ fn every_cluster_setting_reaches_its_capo_field() {
     assert_eq!(osct["tags"], json!(["team-a"]));
     assert_eq!(osct["controlPlaneAvailabilityZones"], json!(["az1", "az2"]));
     // The machines use the same identity.
-    assert_eq!(spec(&objs, "osmt-md")["identityRef"]["name"], "team-a-creds");
+    assert_eq!(
+        spec(&objs, "osmt-md")["identityRef"]["name"],
+        "team-a-creds"
+    );
 
     // A managed subnet with DNS and pools; no floating IP at all.
     let cluster = json!({
@@ -182,15 +197,24 @@ fn machine_settings_and_per_deployment_overrides() {
         m["rootVolume"],
         json!({"sizeGiB": 50, "type": "ssd", "availabilityZone": {"from": "Name", "name": "nova-vol"}})
     );
-    assert_eq!(m["extensions"], json!({"serverGroupPolicy": "soft-anti-affinity"}));
+    assert_eq!(
+        m["extensions"],
+        json!({"serverGroupPolicy": "soft-anti-affinity"})
+    );
     assert!(m.get("serverGroup").is_none());
     assert_eq!(
         m["additionalBlockDevices"],
         json!([{"name": "etcd", "sizeGiB": 10, "storage": {"type": "Volume", "volume": {"type": "fast"}}}])
     );
-    assert_eq!(m["securityGroups"], json!([{"filter": {"name": "monitoring"}}]));
+    assert_eq!(
+        m["securityGroups"],
+        json!([{"filter": {"name": "monitoring"}}])
+    );
     assert_eq!(m["tags"], json!(["cp"]));
-    assert_eq!(m["serverMetadata"], json!([{"key": "owner", "value": "team-a"}]));
+    assert_eq!(
+        m["serverMetadata"],
+        json!([{"key": "owner", "value": "team-a"}])
+    );
     assert_eq!(m["configDrive"], true);
     // The MachineDeployment's override replaces the worker value for it alone,
     // defaulted by the schema (flavor given, sshKeyName back to "").
@@ -226,19 +250,31 @@ fn kubeadm_settings_under_both_contracts() {
     let s1 = &spec(&objs, "kcpt-v1beta1")["kubeadmConfigSpec"];
     let api1 = &s1["clusterConfiguration"]["apiServer"];
     assert_eq!(api1["certSANs"], json!(["api.example.com"]));
-    assert_eq!(s1["clusterConfiguration"]["imageRepository"], "registry.example.com/k8s");
+    assert_eq!(
+        s1["clusterConfiguration"]["imageRepository"],
+        "registry.example.com/k8s"
+    );
     let args1 = &api1["extraArgs"];
-    assert_eq!(args1["enable-admission-plugins"], "NodeRestriction,AlwaysPullImages");
+    assert_eq!(
+        args1["enable-admission-plugins"],
+        "NodeRestriction,AlwaysPullImages"
+    );
     assert_eq!(args1["tls-cipher-suites"], ciphers);
     assert_eq!(args1["audit-log-maxage"], "7");
     assert_eq!(args1["audit-log-maxbackup"], "10");
-    assert_eq!(args1["audit-log-path"], "/var/log/kubernetes/audit/audit.log");
+    assert_eq!(
+        args1["audit-log-path"],
+        "/var/log/kubernetes/audit/audit.log"
+    );
     assert_eq!(args1["oidc-issuer-url"], "https://id.example.com");
     assert_eq!(args1["oidc-client-id"], "k8s");
     assert_eq!(args1["oidc-username-claim"], "sub");
     assert_eq!(args1["authorization-mode"], "Node,RBAC,Webhook");
     for at in ["initConfiguration", "joinConfiguration"] {
-        assert_eq!(s1[at]["nodeRegistration"]["kubeletExtraArgs"]["tls-cipher-suites"], ciphers, "{at}");
+        assert_eq!(
+            s1[at]["nodeRegistration"]["kubeletExtraArgs"]["tls-cipher-suites"], ciphers,
+            "{at}"
+        );
     }
     let files: Vec<&str> = s1["files"]
         .as_array()
@@ -256,11 +292,20 @@ fn kubeadm_settings_under_both_contracts() {
         ]
     );
     let proxy = s1["files"][2]["content"].as_str().unwrap();
-    assert!(proxy.contains("Environment=\"HTTP_PROXY=http://proxy:3128\""), "{proxy}");
-    assert!(proxy.contains("Environment=\"NO_PROXY=10.0.0.0/8,.svc\""), "{proxy}");
+    assert!(
+        proxy.contains("Environment=\"HTTP_PROXY=http://proxy:3128\""),
+        "{proxy}"
+    );
+    assert!(
+        proxy.contains("Environment=\"NO_PROXY=10.0.0.0/8,.svc\""),
+        "{proxy}"
+    );
     assert!(!proxy.contains("HTTPS_PROXY"), "{proxy}");
     let webhook = s1["files"][1]["content"].as_str().unwrap();
-    assert!(webhook.contains("server: https://127.0.0.1:8443/webhook"), "{webhook}");
+    assert!(
+        webhook.contains("server: https://127.0.0.1:8443/webhook"),
+        "{webhook}"
+    );
     let vols: Vec<&str> = api1["extraVolumes"]
         .as_array()
         .unwrap()
@@ -275,7 +320,9 @@ fn kubeadm_settings_under_both_contracts() {
 
     // v1beta2: the same arguments as name/value lists.
     let s2 = &spec(&objs, "kcpt-v1beta2")["kubeadmConfigSpec"];
-    let args2 = s2["clusterConfiguration"]["apiServer"]["extraArgs"].as_array().unwrap();
+    let args2 = s2["clusterConfiguration"]["apiServer"]["extraArgs"]
+        .as_array()
+        .unwrap();
     let arg = |name: &str| {
         args2
             .iter()
@@ -283,7 +330,10 @@ fn kubeadm_settings_under_both_contracts() {
             .map(|a| a["value"].clone())
             .unwrap_or(Value::Null)
     };
-    assert_eq!(arg("enable-admission-plugins"), "NodeRestriction,AlwaysPullImages");
+    assert_eq!(
+        arg("enable-admission-plugins"),
+        "NodeRestriction,AlwaysPullImages"
+    );
     assert_eq!(arg("audit-log-maxage"), "7");
     assert_eq!(arg("oidc-groups-prefix"), "");
     assert_eq!(arg("authorization-mode"), "Node,RBAC,Webhook");
@@ -307,12 +357,19 @@ fn kubeadm_settings_under_both_contracts() {
     let objs = patched_objects(
         &engine(),
         H,
-        vars(with(base(), "kubernetes", json!({"proxy": {"https": "http://p:1"}, "operatingSystem": "flatcar"}))),
+        vars(with(
+            base(),
+            "kubernetes",
+            json!({"proxy": {"https": "http://p:1"}, "operatingSystem": "flatcar"}),
+        )),
         minimal_items(json!([])),
     );
     let files = spec(&objs, "kct-v1beta1")["files"].clone();
     assert_eq!(files.as_array().unwrap().len(), 1, "{files}");
-    assert_eq!(files[0]["path"], "/etc/systemd/system/containerd.service.d/http-proxy.conf");
+    assert_eq!(
+        files[0]["path"],
+        "/etc/systemd/system/containerd.service.d/http-proxy.conf"
+    );
 }
 
 fn validate(values: Value) -> String {
@@ -323,7 +380,9 @@ fn validate(values: Value) -> String {
         "items": [],
     }))
     .unwrap();
-    let r = serde_json::to_value(engine().validate_topology("openstack-v1-validate-topology", &req)).unwrap();
+    let r =
+        serde_json::to_value(engine().validate_topology("openstack-v1-validate-topology", &req))
+            .unwrap();
     if r["status"] == "Success" {
         return String::new();
     }
@@ -334,30 +393,100 @@ fn validate(values: Value) -> String {
 fn bad_values_are_refused_with_field_paths() {
     assert_eq!(validate(base()), "");
     let cases = [
-        ("openstackCluster", json!({"externalNetworkID": "not-a-uuid"}), "variables[openstackCluster].externalNetworkID"),
-        ("openstackCluster", json!({"nodeCIDR": "10.0.0.0"}), "variables[openstackCluster].nodeCIDR"),
-        ("openstackCluster", json!({"apiServerFloatingIP": {"mode": "given"}}), "an address is given exactly when mode is given"),
-        ("openstackCluster", json!({"disableExternalNetwork": true}), "set apiServerFloatingIP.mode to none"),
-        ("openstackCluster", json!({"subnet": {"name": "s"}}), "an existing subnet needs its existing network"),
-        ("openstackCluster", json!({"network": {"id": NET, "name": "n"}}), "give exactly one of id and name"),
-        ("openstackCluster", json!({"tags": ["a,b"]}), "variables[openstackCluster].tags[0]"),
-        ("openstackCluster", json!({"bastion": {"enabled": true}}), "an enabled bastion needs a flavor and an imageName"),
-        ("openstackControlPlane", json!({"image": {"id": IMAGE, "name": "x"}}), "give the image by id or by name"),
-        ("openstackControlPlane", json!({"image": {"id": IMAGE}, "rootVolume": {"type": "ssd"}}), "a boot volume type or zone needs a sizeGiB"),
-        ("openstackWorker", json!({"image": {"id": IMAGE}, "serverGroup": {"id": NET, "policy": "affinity"}}), "only one"),
-        ("openstackWorker", json!({"image": {"id": IMAGE}, "serverGroup": {"policy": "spread"}}), "variables[openstackWorker].serverGroup.policy"),
-        ("openstackWorker", json!({"image": {"id": IMAGE}, "additionalVolumes": [{"name": "root", "sizeGiB": 1}]}), "root is the boot volume's name"),
-        ("kubernetes", json!({"oidc": {"issuerURL": "http://id"}}), "must be an https:// URL"),
-        ("kubernetes", json!({"operatingSystem": "windows"}), "variables[kubernetes].operatingSystem"),
-        ("kubernetes", json!({"proxy": {"noProxy": ["x"]}}), "noProxy without a proxy"),
+        (
+            "openstackCluster",
+            json!({"externalNetworkID": "not-a-uuid"}),
+            "variables[openstackCluster].externalNetworkID",
+        ),
+        (
+            "openstackCluster",
+            json!({"nodeCIDR": "10.0.0.0"}),
+            "variables[openstackCluster].nodeCIDR",
+        ),
+        (
+            "openstackCluster",
+            json!({"apiServerFloatingIP": {"mode": "given"}}),
+            "an address is given exactly when mode is given",
+        ),
+        (
+            "openstackCluster",
+            json!({"disableExternalNetwork": true}),
+            "set apiServerFloatingIP.mode to none",
+        ),
+        (
+            "openstackCluster",
+            json!({"subnet": {"name": "s"}}),
+            "an existing subnet needs its existing network",
+        ),
+        (
+            "openstackCluster",
+            json!({"network": {"id": NET, "name": "n"}}),
+            "give exactly one of id and name",
+        ),
+        (
+            "openstackCluster",
+            json!({"tags": ["a,b"]}),
+            "variables[openstackCluster].tags[0]",
+        ),
+        (
+            "openstackCluster",
+            json!({"bastion": {"enabled": true}}),
+            "an enabled bastion needs a flavor and an imageName",
+        ),
+        (
+            "openstackControlPlane",
+            json!({"image": {"id": IMAGE, "name": "x"}}),
+            "give the image by id or by name",
+        ),
+        (
+            "openstackControlPlane",
+            json!({"image": {"id": IMAGE}, "rootVolume": {"type": "ssd"}}),
+            "a boot volume type or zone needs a sizeGiB",
+        ),
+        (
+            "openstackWorker",
+            json!({"image": {"id": IMAGE}, "serverGroup": {"id": NET, "policy": "affinity"}}),
+            "only one",
+        ),
+        (
+            "openstackWorker",
+            json!({"image": {"id": IMAGE}, "serverGroup": {"policy": "spread"}}),
+            "variables[openstackWorker].serverGroup.policy",
+        ),
+        (
+            "openstackWorker",
+            json!({"image": {"id": IMAGE}, "additionalVolumes": [{"name": "root", "sizeGiB": 1}]}),
+            "root is the boot volume's name",
+        ),
+        (
+            "kubernetes",
+            json!({"oidc": {"issuerURL": "http://id"}}),
+            "must be an https:// URL",
+        ),
+        (
+            "kubernetes",
+            json!({"operatingSystem": "windows"}),
+            "variables[kubernetes].operatingSystem",
+        ),
+        (
+            "kubernetes",
+            json!({"proxy": {"noProxy": ["x"]}}),
+            "noProxy without a proxy",
+        ),
     ];
     for (var, value, expect) in cases {
         let mut v = base();
         v[var] = value.clone();
-        if var == "openstackCluster" && value.get("externalNetworkID").is_none() && value.get("disableExternalNetwork").is_none() {
+        if var == "openstackCluster"
+            && value.get("externalNetworkID").is_none()
+            && value.get("disableExternalNetwork").is_none()
+        {
             v[var]["externalNetworkID"] = json!(NET);
         }
         let msg = validate(v);
-        assert!(msg.contains(expect), "{var} = {value}: expected {expect:?} in {msg:?}");
+        assert!(
+            msg.contains(expect),
+            "{var} = {value}: expected {expect:?} in {msg:?}"
+        );
     }
 }

@@ -41,15 +41,20 @@ fn substitute(text: &str, given: &BTreeMap<&str, &str>) -> String {
 fn render_example(example: &str) -> Vec<Value> {
     let given = BTreeMap::from([
         ("CLUSTER_NAME", "c1"),
-        ("OPENSTACK_EXTERNAL_NETWORK_ID", "0a9b7d2c-5e1f-4c3a-9b8d-6f2e1a3c4d5e"),
+        (
+            "OPENSTACK_EXTERNAL_NETWORK_ID",
+            "0a9b7d2c-5e1f-4c3a-9b8d-6f2e1a3c4d5e",
+        ),
     ]);
-    let text = std::fs::read_to_string(root().join("clusterclasses/examples").join(example)).unwrap();
+    let text =
+        std::fs::read_to_string(root().join("clusterclasses/examples").join(example)).unwrap();
     let text = substitute(&text, &given);
     assert!(!text.contains("${"), "{text}");
     let cluster = render::yaml_documents(&text).unwrap().remove(0);
-    let class_text =
-        std::fs::read_to_string(root().join("clusterclasses/openstack-kubeadm/base/clusterclass.yaml"))
-            .unwrap();
+    let class_text = std::fs::read_to_string(
+        root().join("clusterclasses/openstack-kubeadm/base/clusterclass.yaml"),
+    )
+    .unwrap();
     let class = render::yaml_documents(&class_text).unwrap().remove(0);
     let inputs = Inputs {
         cluster: Cluster::from_value(&cluster).unwrap(),
@@ -95,11 +100,20 @@ fn minimal_cluster() {
         osc["identityRef"],
         json!({"type": "Secret", "name": "c1-cloud-config", "cloudName": "openstack"})
     );
-    assert_eq!(osc["externalNetwork"]["id"], "0a9b7d2c-5e1f-4c3a-9b8d-6f2e1a3c4d5e");
+    assert_eq!(
+        osc["externalNetwork"]["id"],
+        "0a9b7d2c-5e1f-4c3a-9b8d-6f2e1a3c4d5e"
+    );
     assert_eq!(osc["apiServerLoadBalancer"]["enabled"], true);
-    assert_eq!(osc["extensions"]["networking"]["kubeNetworkPlugin"], "cilium");
+    assert_eq!(
+        osc["extensions"]["networking"]["kubeNetworkPlugin"],
+        "cilium"
+    );
     let kcp = &find(&objs, "KubeadmControlPlane", "c1")["spec"]["kubeadmConfigSpec"];
-    assert_eq!(kcp["initConfiguration"]["skipPhases"], json!(["addon/kube-proxy"]));
+    assert_eq!(
+        kcp["initConfiguration"]["skipPhases"],
+        json!(["addon/kube-proxy"])
+    );
     assert!(kcp["files"]
         .as_array()
         .unwrap()
@@ -111,7 +125,10 @@ fn minimal_cluster() {
         "external"
     );
     let worker = &find(&objs, "OpenStackMachineTemplate", "md-0")["spec"]["template"]["spec"];
-    assert_eq!(worker["image"], json!({"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}));
+    assert_eq!(
+        worker["image"],
+        json!({"filter": {"name": "ubuntu-2404-kube-v1.33.1"}})
+    );
     assert_eq!(worker["flavor"], "m1.medium");
 }
 
@@ -123,8 +140,14 @@ fn highly_available_cluster() {
         osc["apiServerLoadBalancer"],
         json!({"enabled": true, "provider": "amphora", "allowedCIDRs": ["0.0.0.0/0"]})
     );
-    assert_eq!(osc["controlPlaneAvailabilityZones"], json!(["az1", "az2", "az3"]));
-    assert_eq!(osc["extensions"]["loadBalancers"]["ingress"]["enabled"], true);
+    assert_eq!(
+        osc["controlPlaneAvailabilityZones"],
+        json!(["az1", "az2", "az3"])
+    );
+    assert_eq!(
+        osc["extensions"]["loadBalancers"]["ingress"]["enabled"],
+        true
+    );
     let cp = &control_plane_machine(&objs)["spec"]["template"]["spec"];
     assert_eq!(cp["rootVolume"], json!({"sizeGiB": 50, "type": "ssd"}));
     assert_eq!(cp["extensions"]["serverGroupPolicy"], "anti-affinity");
@@ -147,7 +170,10 @@ fn keepalived_cluster() {
     assert_eq!(osc["apiServerFixedIP"], "10.6.0.5");
     assert_eq!(osc["disableAPIServerFloatingIP"], true);
     let cp = &control_plane_machine(&objs)["spec"]["template"]["spec"];
-    assert_eq!(cp["ports"], json!([{"allowedAddressPairs": [{"ipAddress": "10.6.0.5"}]}]));
+    assert_eq!(
+        cp["ports"],
+        json!([{"allowedAddressPairs": [{"ipAddress": "10.6.0.5"}]}])
+    );
     let kcp = &find(&objs, "KubeadmControlPlane", "c1")["spec"]["kubeadmConfigSpec"];
     let paths: Vec<&str> = kcp["files"]
         .as_array()
@@ -155,5 +181,8 @@ fn keepalived_cluster() {
         .iter()
         .map(|f| f["path"].as_str().unwrap())
         .collect();
-    assert!(paths.contains(&"/etc/kubernetes/manifests/keepalived.yaml"), "{paths:?}");
+    assert!(
+        paths.contains(&"/etc/kubernetes/manifests/keepalived.yaml"),
+        "{paths:?}"
+    );
 }

@@ -14,9 +14,9 @@ fn root() -> PathBuf {
 
 fn inputs() -> Inputs {
     Inputs::read(
-        &root().join("clusterclasses/examples/openstack-cilium-cluster.yaml"),
-        &root().join("clusterclasses/openstack-cilium-v1beta1.yaml"),
-        &root().join("templates"),
+        &root().join("tests/fixtures/classes/openstack-cilium-cluster.yaml"),
+        &root().join("tests/fixtures/classes/openstack-cilium-v1beta1.yaml"),
+        &root().join("tests/fixtures/classes"),
     )
     .unwrap()
 }
@@ -171,11 +171,11 @@ fn render_to_a_full_stdout_fails_cleanly() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
         .arg("render")
         .arg("--cluster")
-        .arg(root().join("clusterclasses/examples/openstack-cilium-cluster.yaml"))
+        .arg(root().join("tests/fixtures/classes/openstack-cilium-cluster.yaml"))
         .arg("--clusterclass")
-        .arg(root().join("clusterclasses/openstack-cilium-v1beta1.yaml"))
+        .arg(root().join("tests/fixtures/classes/openstack-cilium-v1beta1.yaml"))
         .arg("--templates")
-        .arg(root().join("templates"))
+        .arg(root().join("tests/fixtures/classes"))
         .env("RUST_BACKTRACE", "0")
         .stdout(full)
         .output()

@@ -106,23 +106,46 @@ pub fn failure(resp: &Value) -> String {
 /// patches, as minimal objects (an empty `spec.template.spec`), with the holder CAPI
 /// sends for each: (uid, holder, (apiVersion, kind), item variables).
 pub fn minimal_items(worker_vars: Value) -> Vec<Value> {
-    let osct = ("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackClusterTemplate");
-    let osmt = ("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackMachineTemplate");
-    let mut md = md_vars("default-worker", "md-0").as_array().cloned().unwrap();
+    let osct = (
+        "infrastructure.cluster.x-k8s.io/v1beta1",
+        "OpenStackClusterTemplate",
+    );
+    let osmt = (
+        "infrastructure.cluster.x-k8s.io/v1beta1",
+        "OpenStackMachineTemplate",
+    );
+    let mut md = md_vars("default-worker", "md-0")
+        .as_array()
+        .cloned()
+        .unwrap();
     md.extend(worker_vars.as_array().cloned().unwrap_or_default());
     let md = Value::Array(md);
     vec![
-        item("osct", ("Cluster", "c1", "spec.infrastructureRef"), osct, json!({}), json!([])),
+        item(
+            "osct",
+            ("Cluster", "c1", "spec.infrastructureRef"),
+            osct,
+            json!({}),
+            json!([]),
+        ),
         item(
             "osmt-cp",
-            ("KubeadmControlPlane", "c1-cp", "spec.machineTemplate.spec.infrastructureRef"),
+            (
+                "KubeadmControlPlane",
+                "c1-cp",
+                "spec.machineTemplate.spec.infrastructureRef",
+            ),
             osmt,
             json!({}),
             json!([]),
         ),
         item(
             "osmt-md",
-            ("MachineDeployment", "c1-md-0", "spec.template.spec.infrastructureRef"),
+            (
+                "MachineDeployment",
+                "c1-md-0",
+                "spec.template.spec.infrastructureRef",
+            ),
             osmt,
             json!({}),
             md.clone(),
@@ -130,28 +153,48 @@ pub fn minimal_items(worker_vars: Value) -> Vec<Value> {
         item(
             "kcpt-v1beta1",
             ("Cluster", "c1", "spec.controlPlaneRef"),
-            ("controlplane.cluster.x-k8s.io/v1beta1", "KubeadmControlPlaneTemplate"),
+            (
+                "controlplane.cluster.x-k8s.io/v1beta1",
+                "KubeadmControlPlaneTemplate",
+            ),
             json!({"kubeadmConfigSpec": {}}),
             json!([]),
         ),
         item(
             "kcpt-v1beta2",
             ("Cluster", "c1", "spec.controlPlaneRef"),
-            ("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlaneTemplate"),
+            (
+                "controlplane.cluster.x-k8s.io/v1beta2",
+                "KubeadmControlPlaneTemplate",
+            ),
             json!({}),
             json!([]),
         ),
         item(
             "kct-v1beta1",
-            ("MachineDeployment", "c1-md-0", "spec.template.spec.bootstrap.configRef"),
-            ("bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfigTemplate"),
+            (
+                "MachineDeployment",
+                "c1-md-0",
+                "spec.template.spec.bootstrap.configRef",
+            ),
+            (
+                "bootstrap.cluster.x-k8s.io/v1beta1",
+                "KubeadmConfigTemplate",
+            ),
             json!({}),
             md.clone(),
         ),
         item(
             "kct-v1beta2",
-            ("MachineDeployment", "c1-md-0", "spec.template.spec.bootstrap.configRef"),
-            ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfigTemplate"),
+            (
+                "MachineDeployment",
+                "c1-md-0",
+                "spec.template.spec.bootstrap.configRef",
+            ),
+            (
+                "bootstrap.cluster.x-k8s.io/v1beta2",
+                "KubeadmConfigTemplate",
+            ),
             json!({}),
             md,
         ),
