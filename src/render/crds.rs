@@ -321,6 +321,8 @@ fn to_json_schema(s: &Value, root: bool) -> Value {
         && !flag("x-kubernetes-preserve-unknown-fields")
     {
         out.insert("additionalProperties".into(), Value::Bool(false));
+        // With `properties` present the validator names each undeclared field.
+        out.entry("properties").or_insert_with(|| json!({}));
     }
     if flag("x-kubernetes-int-or-string") && !obj.contains_key("type") {
         out.insert(
