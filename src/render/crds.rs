@@ -11,7 +11,8 @@
 //! takes an integer or a string, `x-kubernetes-preserve-unknown-fields` keeps undeclared
 //! fields, `nullable` allows `null`, a `null` in a field that is not nullable is pruned
 //! (not an error), `metadata` at the top is the API server's own ObjectMeta (not checked
-//! here), and an embedded resource may carry `apiVersion`, `kind` and `metadata`. Not
+//! here), and the top and embedded resources may carry `apiVersion`, `kind` and
+//! `metadata` whether the schema lists them or not. Not
 //! checked: `format`s and `x-kubernetes-validations` (CEL) rules.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -299,7 +300,8 @@ fn to_json_schema(s: &Value, root: bool) -> Value {
         out.insert(k.clone(), converted);
     }
     let flag = |key: &str| obj.get(key) == Some(&Value::Bool(true));
-    if flag("x-kubernetes-embedded-resource") {
+    // The API server declares these itself at the top and in embedded resources.
+    if root || flag("x-kubernetes-embedded-resource") {
         let props = out
             .entry("properties")
             .or_insert_with(|| json!({}))
