@@ -38,6 +38,7 @@ fn dev_test_inputs() -> Inputs {
             .expect("cluster"),
         class: ClusterClass::from_value(&one("clusterclasses/dev-test.yaml")).expect("class"),
         templates: Templates::from_documents("templates", templates).expect("templates"),
+        capi: stackhook::sdk::CapiVersion::NEWEST,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -10,6 +11,7 @@ use clap::{Parser, Subcommand};
 use stackhook::config::ServeArgs;
 use stackhook::engine::cache::CacheLimits;
 use stackhook::engine::{PackEngine, PatchEngine};
+use stackhook::sdk::CapiVersion;
 
 /// glibc's malloc and free were a sixth of the request path in profiles; mimalloc's
 /// per-thread heaps cost far less for the many short-lived JSON allocations.
@@ -36,8 +38,9 @@ enum Command {
     Crds,
     /// Print the objects CAPI's topology controller would create for a Cluster.
     Render(RenderArgs),
-    /// Check a Cluster's variables against the ClusterClass and that every patch applies.
-    Validate(RenderInputArgs),
+    /// Check a Cluster's variables against the ClusterClass, that every patch applies
+    /// and that the rendered objects fit their CRDs' schemas.
+    Validate(ValidateArgs),
 }
 
 #[derive(clap::Args)]
@@ -54,6 +57,19 @@ struct RenderInputArgs {
     /// Packs that answer the external patches, instead of the embedded ones.
     #[arg(long)]
     extensions: Option<PathBuf>,
+    /// The CAPI release to render as (1.10 to 1.14; `v1.13.5` is read as 1.13).
+    #[arg(long, default_value_t = CapiVersion::NEWEST)]
+    capi_version: CapiVersion,
+}
+
+#[derive(clap::Args)]
+struct ValidateArgs {
+    #[command(flatten)]
+    inputs: RenderInputArgs,
+    /// Directory of further CRDs (YAML) to check rendered objects against; they take
+    /// precedence over the built-in ones for the same kind.
+    #[arg(long)]
+    crds: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -71,8 +87,28 @@ enum Output {
     Json,
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// Errors are printed as anyhow's report without its backtrace (which `RUST_BACKTRACE`
+/// would add to a `Result` returned from `main`): a user gets the message and its
+/// causes, nothing else.
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            let mut text = format!("Error: {e}");
+            let causes: Vec<String> = e.chain().skip(1).map(ToString::to_string).collect();
+            if !causes.is_empty() {
+                text.push_str("\n\nCaused by:");
+                for (i, c) in causes.iter().enumerate() {
+                    text.push_str(&format!("\n    {i}: {c}"));
+                }
+            }
+            eprintln!("{text}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => {
             let _log_guard = stackhook::telemetry::init(args.log_format);
@@ -99,13 +135,14 @@ fn main() -> anyhow::Result<()> {
             runtime
                 .block_on(stackhook::process::run(*args, engine))
                 .context("serve")?;
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Crds => {
             // Fails (non-zero exit, nothing on stdout) rather than printing a
             // schema the apiserver would store in a half-right form.
             let yaml = stackhook::infra::api::try_crds_yaml().context("generating the CRDs")?;
-            write_stdout(&yaml).context("writing the CRDs")
+            write_stdout(&yaml).context("writing the CRDs")?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Render(args) => {
             let (inputs, engine) = render_inputs(&args.inputs)?;
@@ -114,27 +151,48 @@ fn main() -> anyhow::Result<()> {
                 Output::Yaml => stackhook::render::to_yaml(&objects)?,
                 Output::Json => stackhook::render::to_json(&objects)?,
             };
-            write_stdout(&text).context("writing the rendered objects")
+            write_stdout(&text).context("writing the rendered objects")?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Validate(args) => {
-            let (inputs, engine) = render_inputs(&args)?;
-            let problems = stackhook::render::validate(&inputs, &engine);
-            if problems.is_empty() {
-                return write_stdout(&format!(
+            let (inputs, engine) = render_inputs(&args.inputs)?;
+            let mut schemas = stackhook::render::crds::Schemas::built_in()
+                .context("reading the built-in CRDs")?;
+            if let Some(dir) = &args.crds {
+                schemas
+                    .add_dir(dir)
+                    .with_context(|| format!("reading CRDs from {}", dir.display()))?;
+            }
+            let report = stackhook::render::validate_with(&inputs, &engine, &schemas);
+            for kind in &report.unchecked {
+                eprintln!(
+                    "note: no CRD known for {kind}: its objects were not checked against a schema"
+                );
+            }
+            if report.problems.is_empty() {
+                write_stdout(&format!(
                     "Cluster {}/{}: valid for ClusterClass {}\n",
                     inputs.cluster.namespace, inputs.cluster.name, inputs.class.name
                 ))
-                .context("writing the result");
+                .context("writing the result")?;
+                return Ok(ExitCode::SUCCESS);
             }
-            for p in &problems {
-                eprintln!("{p}");
+            // The problems and their count, and exit status 1: nothing else.
+            let mut text = String::new();
+            for p in &report.problems {
+                text.push_str(p);
+                text.push('\n');
             }
-            anyhow::bail!(
-                "Cluster {}/{}: {} problem(s)",
+            text.push_str(&format!(
+                "Cluster {}/{}: {} problem(s)\n",
                 inputs.cluster.namespace,
                 inputs.cluster.name,
-                problems.len()
-            )
+                report.problems.len()
+            ));
+            let mut err = std::io::stderr().lock();
+            // A closed stderr leaves only the exit status to tell; that still says it.
+            let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+            Ok(ExitCode::FAILURE)
         }
     }
 }
@@ -154,7 +212,8 @@ fn render_inputs(
 ) -> anyhow::Result<(stackhook::render::Inputs, PackEngine)> {
     let engine = load_packs(args.extensions.as_deref())?;
     let inputs =
-        stackhook::render::Inputs::read(&args.cluster, &args.clusterclass, &args.templates)?;
+        stackhook::render::Inputs::read(&args.cluster, &args.clusterclass, &args.templates)?
+            .with_capi(args.capi_version);
     Ok((inputs, engine))
 }
 

@@ -206,3 +206,90 @@ fn per_machine_deployment_overrides_are_checked_once_per_deployment() {
     assert_eq!(status, "Failure");
     assert!(msg.starts_with(r#"pack "net": 1 invalid variable value(s): MachineDeployment c1-md-0: variables[net].mtu: "#), "{msg}");
 }
+
+/// A second pack, whose variables may share a ValidateTopology request with `net`'s:
+/// CAPI sends every validating patch the variables of the last patch of the class.
+const DNS_PACK: &str = r#"
+name: dns
+variables:
+- name: dnsServers
+  required: true
+  schema:
+    openAPIV3Schema:
+      type: array
+      items: {type: string, format: ipv4}
+"#;
+
+fn two_packs() -> PackEngine {
+    PackEngine::from_sources(vec![
+        ("net.yaml".into(), PACK.into()),
+        ("dns.yaml".into(), DNS_PACK.into()),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn validate_with(handler: &str, global: Value, items: Value) -> (String, String) {
+    let req: ValidateTopologyRequest = serde_json::from_value(json!({
+        "apiVersion": "hooks.runtime.cluster.x-k8s.io/v1alpha1",
+        "kind": "ValidateTopologyRequest",
+        "variables": global,
+        "items": items,
+    }))
+    .unwrap();
+    let r = serde_json::to_value(two_packs().validate_topology(handler, &req)).unwrap();
+    (
+        r["status"].as_str().unwrap().to_string(),
+        r["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn each_pack_checks_only_its_own_variables_in_a_shared_request() {
+    // Both packs' values in one request, each with a problem, globally and as
+    // MachineDeployment overrides.
+    let global = json!([
+        {"name": "net", "value": {"cidr": "10.0.0.0/8", "mtu": 1}},
+        {"name": "dnsServers", "value": ["10.0.0.2", "dns.example"]},
+        {"name": "builtin", "value": {"cluster": {"name": "c1"}}}
+    ]);
+    let items = json!([{
+        "holderReference": {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                            "namespace": "ns", "name": "c1-md-0",
+                            "fieldPath": "spec.template.spec.infrastructureRef"},
+        "object": {"apiVersion": "x/v1", "kind": "I", "spec": {}},
+        "variables": [{"name": "dnsServers", "value": [5]},
+                      {"name": "builtin", "value": {"machineDeployment": {"class": "w"}}}]
+    }]);
+    let (status, msg) = validate_with("net-validate-topology", global.clone(), items.clone());
+    assert_eq!(status, "Failure");
+    assert_eq!(
+        msg,
+        r#"pack "net": 1 invalid variable value(s): variables[net].mtu: 1 is less than the minimum of 1280"#
+    );
+    let (status, msg) = validate_with("dns-validate-topology", global, items);
+    assert_eq!(status, "Failure");
+    assert!(
+        msg.starts_with(r#"pack "dns": 2 invalid variable value(s): "#),
+        "{msg}"
+    );
+    assert!(msg.contains("variables[dnsServers][1]: "), "{msg}");
+    assert!(
+        msg.contains(
+            r#"MachineDeployment c1-md-0: variables[dnsServers][0]: 5 is not of type "string""#
+        ),
+        "{msg}"
+    );
+    assert!(!msg.contains("net"), "{msg}");
+
+    // The request of a class whose last patch is `dns`: `net`'s validator gets none of
+    // its own variables and so has nothing to check, and does not call them missing.
+    let only_dns = json!([{"name": "dnsServers", "value": ["10.0.0.2"]}]);
+    assert_eq!(
+        validate_with("net-validate-topology", only_dns.clone(), json!([])),
+        ("Success".to_string(), String::new())
+    );
+    assert_eq!(
+        validate_with("dns-validate-topology", only_dns, json!([])),
+        ("Success".to_string(), String::new())
+    );
+}

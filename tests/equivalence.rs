@@ -63,6 +63,7 @@ fn docs(rel: &str) -> Vec<Value> {
 /// Inputs from already-read (and possibly edited) documents.
 fn inputs_from(cluster: &Value, class: &Value, templates: &[Value]) -> Inputs {
     Inputs {
+        capi: CapiVersion::NEWEST,
         cluster: stackhook::engine::clusterclass::Cluster::from_value(cluster).unwrap(),
         class: stackhook::engine::clusterclass::ClusterClass::from_value(class).unwrap(),
         templates: Templates::from_documents(
@@ -571,8 +572,8 @@ fn cluster_yaml_is_read_as_kubectl_reads_it() {
     assert_eq!(vars[0]["value"], json!("off"), "{vars}");
 }
 
-/// What CAPI takes from where: metadata from the ClusterClass's templates as written
-/// (patches to it are dropped), only `spec.template.spec` from the patched templates,
+/// What CAPI up to 1.13 takes from where: metadata from the ClusterClass's templates as
+/// written (patches to it are dropped), only `spec.template.spec` from the patched templates,
 /// the control plane's own machine-template metadata kept under the topology's, the
 /// cloned-from annotations written last, kubectl's last-applied record not copied, and
 /// no machine template on a control plane without machines.
@@ -606,8 +607,9 @@ fn metadata_comes_from_the_class_templates_and_only_the_spec_from_patches() {
                          "matchResources": {"machineDeploymentClass": {"names": ["default-worker"]}}},
             "jsonPatches": [{"op": "add", "path": "/spec/template/metadata",
                              "value": {"labels": {"patched": "yes"}}}]}]}));
-    let build =
-        |class: &Value, templates: &[Value]| inputs_from(&cluster_docs[0], class, templates);
+    let build = |class: &Value, templates: &[Value]| {
+        inputs_from(&cluster_docs[0], class, templates).with_capi(CapiVersion::new(13))
+    };
     let objs = render::render(&build(&class, &templates), &packs()).unwrap();
 
     let cp = &by_kind_name(&objs, "KubeadmControlPlane", "")[0];

@@ -1,18 +1,26 @@
 //! Rendering a CAPI 1.10 (v1beta1) ClusterClass whose patches all come from the
 //! embedded packs: the v1beta1 holder and contract shapes, per-patch variable
-//! filtering, and both packs' patches on the objects.
+//! filtering, and both packs' patches on the objects; the same v1beta1 objects as a
+//! newer CAPI, which still serves v1beta1, would see them.
 
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
 use stackhook::engine::PackEngine;
 use stackhook::render::{self, Inputs};
+use stackhook::sdk::CapiVersion;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The example as CAPI 1.10 renders it.
 fn inputs() -> Inputs {
+    inputs_default().with_capi(CapiVersion::OLDEST)
+}
+
+/// As read, for the newest CAPI.
+fn inputs_default() -> Inputs {
     Inputs::read(
         &root().join("tests/fixtures/classes/openstack-cilium-cluster.yaml"),
         &root().join("tests/fixtures/classes/openstack-cilium-v1beta1.yaml"),
@@ -88,6 +96,36 @@ fn requests_have_capi_1_10_shapes_and_only_the_patch_s_variables() {
     assert_eq!(cp["replicas"], 1);
     assert_eq!(cp["version"], "v1.32.4");
     assert!(cp["machineTemplate"]["infrastructureRef"]["name"].is_string());
+}
+
+/// CAPI 1.14 still serves v1beta1, converts such a Cluster and names its own v1beta2
+/// in holder references; `classRef` is in builtin from 1.11 on.
+#[test]
+fn the_same_v1beta1_inputs_as_capi_1_14_sees_them() {
+    let engine = PackEngine::embedded().unwrap();
+    let i = inputs_default();
+    assert_eq!(i.capi, CapiVersion::NEWEST);
+    let req = render::first_request(&i, &engine, "openstack").unwrap();
+    let builtin = &req.variables[0].value["cluster"]["topology"];
+    assert_eq!(
+        builtin["classRef"],
+        json!({"name": "openstack-cilium", "namespace": "default"})
+    );
+    for it in &req.items {
+        let h = &it.holder_reference;
+        match h.kind.as_str() {
+            "Cluster" | "MachineDeployment" => {
+                assert_eq!(h.api_version, "cluster.x-k8s.io/v1beta2", "{h:?}")
+            }
+            // The control plane's own apiVersion, as the class references it.
+            _ => assert_eq!(h.api_version, "controlplane.cluster.x-k8s.io/v1beta1"),
+        }
+    }
+    // The objects are the same: no patch here touches labels or annotations.
+    assert_eq!(
+        render::render(&i, &engine).unwrap(),
+        render::render(&inputs(), &engine).unwrap()
+    );
 }
 
 #[test]

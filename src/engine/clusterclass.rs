@@ -39,6 +39,8 @@ pub struct Meta {
     pub annotations: BTreeMap<String, String>,
 }
 
+/// A worker class: `workers.machineDeployments[]` or `workers.machinePools[]` of a
+/// ClusterClass (both have the same shape in both API versions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineDeploymentClass {
     pub class: String,
@@ -48,6 +50,9 @@ pub struct MachineDeploymentClass {
     pub bootstrap: TemplateRef,
     pub infrastructure: TemplateRef,
 }
+
+/// `workers.machinePools[]`: read exactly like a MachineDeployment class.
+pub type MachinePoolClass = MachineDeploymentClass;
 
 /// One entry of `spec.patches`.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,11 +97,13 @@ pub struct ClusterClass {
     pub infrastructure_naming: Option<String>,
     pub control_plane_naming: Option<String>,
     pub machine_deployments: Vec<MachineDeploymentClass>,
+    pub machine_pools: Vec<MachinePoolClass>,
     /// `spec.variables` as written (inline definitions).
     pub variables: Vec<Value>,
     pub patches: Vec<ClassPatch>,
 }
 
+/// One `spec.topology.workers.machineDeployments[]` or `.machinePools[]` entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MachineDeploymentTopology {
     pub class: String,
@@ -105,6 +112,9 @@ pub struct MachineDeploymentTopology {
     pub metadata: Meta,
     pub overrides: Vec<Variable>,
 }
+
+/// `spec.topology.workers.machinePools[]`: the same fields as a MachineDeployment's.
+pub type MachinePoolTopology = MachineDeploymentTopology;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cluster {
@@ -120,6 +130,7 @@ pub struct Cluster {
     pub control_plane_overrides: Vec<Variable>,
     pub variables: Vec<Variable>,
     pub machine_deployments: Vec<MachineDeploymentTopology>,
+    pub machine_pools: Vec<MachinePoolTopology>,
     /// `builtin.cluster.network`, already in the builtin shape (empty when unset).
     pub network: Map<String, Value>,
 }
@@ -288,6 +299,89 @@ pub fn handler_of(reference: &str) -> &str {
     reference.split('.').next().unwrap_or(reference)
 }
 
+/// The worker classes under `path` (`spec.workers.machineDeployments` or
+/// `spec.workers.machinePools`): v1beta2 `bootstrap.templateRef`, `metadata` and
+/// `naming`; v1beta1 `template.bootstrap.ref`, `template.metadata` and `namingStrategy`.
+fn worker_classes(
+    r: &Reader<'_>,
+    path: &str,
+    v1beta2: bool,
+) -> Result<Vec<MachineDeploymentClass>, ParseError> {
+    let mut out = Vec::new();
+    for (i, w) in r.list(path)?.iter().enumerate() {
+        let path = format!("{path}[{i}]");
+        let wr = Reader {
+            object: r.object.clone(),
+            root: w,
+        };
+        let prefix = |e: ParseError| ParseError {
+            path: format!("{path}.{}", e.path),
+            ..e
+        };
+        let (bootstrap, infrastructure, metadata) = if v1beta2 {
+            (
+                wr.template_ref("bootstrap", true).map_err(prefix)?,
+                wr.template_ref("infrastructure", true).map_err(prefix)?,
+                wr.meta("metadata").map_err(prefix)?,
+            )
+        } else {
+            (
+                wr.template_ref("template.bootstrap", false)
+                    .map_err(prefix)?,
+                wr.template_ref("template.infrastructure", false)
+                    .map_err(prefix)?,
+                wr.meta("template.metadata").map_err(prefix)?,
+            )
+        };
+        let fix = |mut t: TemplateRef| {
+            t.field = format!("{path}.{}", t.field);
+            t
+        };
+        out.push(MachineDeploymentClass {
+            class: wr.string("class").map_err(prefix)?,
+            naming: wr
+                .opt_string(if v1beta2 {
+                    "naming.template"
+                } else {
+                    "namingStrategy.template"
+                })
+                .map_err(prefix)?,
+            metadata,
+            bootstrap: fix(bootstrap),
+            infrastructure: fix(infrastructure),
+        });
+    }
+    Ok(out)
+}
+
+/// The worker topologies under `path` (`...workers.machineDeployments` or
+/// `...workers.machinePools`); the same fields in both API versions.
+fn worker_topologies(
+    r: &Reader<'_>,
+    path: &str,
+) -> Result<Vec<MachineDeploymentTopology>, ParseError> {
+    let mut out = Vec::new();
+    for (i, w) in r.list(path)?.iter().enumerate() {
+        let path = format!("{path}[{i}]");
+        let wr = Reader {
+            object: r.object.clone(),
+            root: w,
+        };
+        let prefix = |e: ParseError| ParseError {
+            path: format!("{path}.{}", e.path),
+            ..e
+        };
+        out.push(MachineDeploymentTopology {
+            class: wr.string("class").map_err(prefix)?,
+            name: wr.string("name").map_err(prefix)?,
+            replicas: wr.int("replicas").map_err(prefix)?,
+            metadata: wr.meta("metadata").map_err(prefix)?,
+            overrides: wr.variables("variables.overrides").map_err(prefix)?,
+        });
+    }
+    Ok(out)
+}
+
 impl ClusterClass {
     pub fn from_value(v: &Value) -> Result<ClusterClass, ParseError> {
         let (api_version, v1beta2) = check_kind(v, "ClusterClass", "ClusterClass")?;
@@ -308,56 +402,8 @@ impl ClusterClass {
             None | Some(Value::Null) => None,
             Some(_) => Some(r.template_ref("spec.controlPlane.machineInfrastructure", v1beta2)?),
         };
-        let mut machine_deployments = Vec::new();
-        for (i, md) in r
-            .list("spec.workers.machineDeployments")?
-            .iter()
-            .enumerate()
-        {
-            let path = format!("spec.workers.machineDeployments[{i}]");
-            let mr = Reader {
-                object: r.object.clone(),
-                root: md,
-            };
-            let rel = |p: &str| p.to_string();
-            let prefix = |e: ParseError| ParseError {
-                path: format!("{path}.{}", e.path),
-                ..e
-            };
-            let (bootstrap, infrastructure, metadata) = if v1beta2 {
-                (
-                    mr.template_ref(&rel("bootstrap"), true).map_err(prefix)?,
-                    mr.template_ref(&rel("infrastructure"), true)
-                        .map_err(prefix)?,
-                    mr.meta("metadata").map_err(prefix)?,
-                )
-            } else {
-                (
-                    mr.template_ref(&rel("template.bootstrap"), false)
-                        .map_err(prefix)?,
-                    mr.template_ref(&rel("template.infrastructure"), false)
-                        .map_err(prefix)?,
-                    mr.meta("template.metadata").map_err(prefix)?,
-                )
-            };
-            let fix = |mut t: TemplateRef| {
-                t.field = format!("{path}.{}", t.field);
-                t
-            };
-            machine_deployments.push(MachineDeploymentClass {
-                class: mr.string("class").map_err(prefix)?,
-                naming: mr
-                    .opt_string(if v1beta2 {
-                        "naming.template"
-                    } else {
-                        "namingStrategy.template"
-                    })
-                    .map_err(prefix)?,
-                metadata,
-                bootstrap: fix(bootstrap),
-                infrastructure: fix(infrastructure),
-            });
-        }
+        let machine_deployments = worker_classes(&r, "spec.workers.machineDeployments", v1beta2)?;
+        let machine_pools = worker_classes(&r, "spec.workers.machinePools", v1beta2)?;
         let mut patches = Vec::new();
         for (i, p) in r.list("spec.patches")?.iter().enumerate() {
             let path = format!("spec.patches[{i}]");
@@ -440,6 +486,7 @@ impl ClusterClass {
                 "spec.controlPlane.namingStrategy.template"
             })?,
             machine_deployments,
+            machine_pools,
             variables: r.list("spec.variables")?.to_vec(),
             patches,
         })
@@ -472,29 +519,9 @@ impl Cluster {
                 r.opt_string("spec.topology.classNamespace")?,
             )
         };
-        let mut machine_deployments = Vec::new();
-        for (i, md) in r
-            .list("spec.topology.workers.machineDeployments")?
-            .iter()
-            .enumerate()
-        {
-            let path = format!("spec.topology.workers.machineDeployments[{i}]");
-            let mr = Reader {
-                object: r.object.clone(),
-                root: md,
-            };
-            let prefix = |e: ParseError| ParseError {
-                path: format!("{path}.{}", e.path),
-                ..e
-            };
-            machine_deployments.push(MachineDeploymentTopology {
-                class: mr.string("class").map_err(prefix)?,
-                name: mr.string("name").map_err(prefix)?,
-                replicas: mr.int("replicas").map_err(prefix)?,
-                metadata: mr.meta("metadata").map_err(prefix)?,
-                overrides: mr.variables("variables.overrides").map_err(prefix)?,
-            });
-        }
+        let machine_deployments =
+            worker_topologies(&r, "spec.topology.workers.machineDeployments")?;
+        let machine_pools = worker_topologies(&r, "spec.topology.workers.machinePools")?;
         let mut network = Map::new();
         if let Some(d) = r.opt_string("spec.clusterNetwork.serviceDomain")? {
             network.insert("serviceDomain".into(), Value::String(d));
@@ -520,6 +547,7 @@ impl Cluster {
                 .variables("spec.topology.controlPlane.variables.overrides")?,
             variables: r.variables("spec.topology.variables")?,
             machine_deployments,
+            machine_pools,
             network,
             name,
             namespace,

@@ -2,9 +2,20 @@
 //! extension, checked against the pack's schemas (defaults applied first, then the
 //! schema, then `x-kubernetes-validations` rules).
 //!
-//! A variable absent from the request is not reported: CAPI sends ValidateTopology the
-//! variables computed for the *last* patch of the ClusterClass, which need not be this
-//! pack's, and CAPI itself enforces `required` before any hook runs.
+//! Which variables CAPI sends: the patch engine computes `variables` and
+//! `items[].variables` afresh for each patch in `spec.patches` (only those whose
+//! `status.variables[].definitions[].from` is that patch, plus `builtin`), overwriting
+//! the previous patch's, and turns the request left after the *last* patch into the
+//! ValidateTopology request; every validating patch gets that same request, with only
+//! `settings` its own (`Apply`, `addVariablesForPatch`, `definitionsForPatch` and
+//! `convertToValidationRequest` in core/reconcilers/topology/cluster/patches/engine.go
+//! at v1.14.0, internal/controllers/topology/cluster/patches/engine.go at v1.10.10; the
+//! same loop in both). So a request may carry another pack's variables, or none of this
+//! pack's. Hence each pack checks only the variables it defines, by name, ignores the
+//! rest, and does not report its own as missing (CAPI enforces `required` on the Cluster
+//! before any hook runs). Matching by name is exact: two patches may define one name
+//! only with identical definitions, or the ClusterClass's variables are not reconciled
+//! (`reconcileVariables` in core/reconcilers/clusterclass/clusterclass_controller.go).
 
 use std::collections::BTreeSet;
 

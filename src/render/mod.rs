@@ -8,6 +8,7 @@
 //! the controller derives (names, builtin variables, defaults, labels) is computed
 //! here; see the README's "Render and validate" section for the rules.
 
+pub mod crds;
 pub mod names;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,7 +17,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use crate::engine::clusterclass::{
-    ClassPatch, Cluster, ClusterClass, Meta, ParseError, TemplateRef,
+    ClassPatch, Cluster, ClusterClass, MachineDeploymentClass, Meta, ParseError, TemplateRef,
 };
 use crate::engine::generate;
 use crate::engine::pack::{self, Pack};
@@ -34,6 +35,7 @@ use crate::sdk::{CapiVersion, ResponseStatus};
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 pub const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
 pub const DEPLOYMENT_NAME_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+pub const POOL_NAME_LABEL: &str = "topology.cluster.x-k8s.io/pool-name";
 pub const CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
 pub const CLONED_FROM_GROUPKIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
 
@@ -151,6 +153,11 @@ pub struct Inputs {
     pub cluster: Cluster,
     pub class: ClusterClass,
     pub templates: Templates,
+    /// The CAPI release whose topology controller is imitated: it decides the
+    /// DiscoverVariables shape, the holder apiVersions, `builtin.cluster.topology.classRef`
+    /// (1.11 on), how request templates are cleaned (1.11 on) and whether patches to
+    /// labels and annotations reach the objects (1.14 on).
+    pub capi: CapiVersion,
 }
 
 impl Inputs {
@@ -171,7 +178,14 @@ impl Inputs {
             cluster: Cluster::from_value(&one(cluster, "Cluster")?)?,
             class: ClusterClass::from_value(&one(class, "ClusterClass")?)?,
             templates: Templates::from_dir(templates)?,
+            capi: CapiVersion::NEWEST,
         })
+    }
+
+    /// The same inputs rendered as CAPI `capi` would render them.
+    pub fn with_capi(mut self, capi: CapiVersion) -> Inputs {
+        self.capi = capi;
+        self
     }
 }
 
@@ -184,27 +198,112 @@ struct Definition {
     schema: CompiledSchema,
 }
 
+/// MachineDeployments and MachinePools: the same topology shape, different objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Worker {
+    Deployment,
+    Pool,
+}
+
+impl Worker {
+    /// The holder kind of its items.
+    fn kind(self) -> &'static str {
+        match self {
+            Worker::Deployment => "MachineDeployment",
+            Worker::Pool => "MachinePool",
+        }
+    }
+
+    /// Its key under `builtin` and in naming templates.
+    fn key(self) -> &'static str {
+        match self {
+            Worker::Deployment => "machineDeployment",
+            Worker::Pool => "machinePool",
+        }
+    }
+
+    fn topology_path(self) -> &'static str {
+        match self {
+            Worker::Deployment => "spec.topology.workers.machineDeployments",
+            Worker::Pool => "spec.topology.workers.machinePools",
+        }
+    }
+
+    fn default_naming(self) -> &'static str {
+        match self {
+            Worker::Deployment => names::DEFAULT_MD_NAMING,
+            Worker::Pool => names::DEFAULT_MP_NAMING,
+        }
+    }
+
+    /// Prefix of the name seeds; `md/...` is what MachineDeployments always used.
+    fn seed(self) -> &'static str {
+        match self {
+            Worker::Deployment => "md",
+            Worker::Pool => "mp",
+        }
+    }
+
+    /// The label CAPI puts on its bootstrap and infrastructure objects.
+    fn name_label(self) -> &'static str {
+        match self {
+            Worker::Deployment => DEPLOYMENT_NAME_LABEL,
+            Worker::Pool => POOL_NAME_LABEL,
+        }
+    }
+}
+
 /// Where a template sits in the topology.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
     InfrastructureCluster,
     ControlPlane,
     ControlPlaneInfrastructure,
-    MdBootstrap(usize),
-    MdInfrastructure(usize),
+    WorkerBootstrap(Worker, usize),
+    WorkerInfrastructure(Worker, usize),
 }
+
+impl Role {
+    /// Whether CAPI makes an object from the template's `spec.template` (InfrastructureCluster,
+    /// ControlPlane, a MachinePool's bootstrap config and infrastructure machine pool)
+    /// rather than cloning the template itself (the control plane's machine template and
+    /// a MachineDeployment's two templates).
+    fn makes_object(self) -> bool {
+        matches!(
+            self,
+            Role::InfrastructureCluster
+                | Role::ControlPlane
+                | Role::WorkerBootstrap(Worker::Pool, _)
+                | Role::WorkerInfrastructure(Worker::Pool, _)
+        )
+    }
+
+    fn worker(self) -> Option<(Worker, usize)> {
+        match self {
+            Role::WorkerBootstrap(w, i) | Role::WorkerInfrastructure(w, i) => Some((w, i)),
+            _ => None,
+        }
+    }
+}
+
+/// Labels or annotations, string values as JSON.
+type StringMap = BTreeMap<String, Value>;
 
 /// One request item: a class template on its way to becoming an object.
 struct Slot {
     role: Role,
     /// The template as the ClusterClass gives it; `template` is it after the patches.
-    /// CAPI takes metadata from this one and only the spec from the patched one.
+    /// Up to CAPI 1.13 the objects' metadata comes from this one and only the spec
+    /// from the patched one.
     original: Value,
     uid: String,
     holder: HolderReference,
     template: Value,
     /// Name of the object made from it.
     name: String,
+    /// The labels and annotations CAPI computes for the object before any patch runs.
+    labels: StringMap,
+    annotations: StringMap,
     /// `builtin` for this item (the non-cluster half).
     builtin: Value,
     /// Per-item override values (defaulted), by name.
@@ -327,7 +426,18 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
     }
 
     let (inline, inline_index) = inline_pack(class).map_err(RenderError::Invalid)?;
-    let capi = capi_version_of(cluster);
+    let capi = inputs.capi;
+    // v1beta2 is served from CAPI 1.11 on: such inputs cannot reach CAPI 1.10.
+    for (what, api) in [
+        (format!("Cluster {}", cluster.name), &cluster.api_version),
+        (format!("ClusterClass {}", class.name), &class.api_version),
+    ] {
+        if api.ends_with("/v1beta2") && capi.minor < 11 {
+            problems.push(format!(
+                "{what}: apiVersion {api} is served from CAPI 1.11 on, not by CAPI {capi}"
+            ));
+        }
+    }
 
     let mut definitions: Vec<Definition> = inline
         .variables
@@ -414,28 +524,35 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
         "spec.topology.controlPlane.variables.overrides",
         &mut problems,
     );
-    let mut md_overrides = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (i, md) in cluster.machine_deployments.iter().enumerate() {
-        let at = format!("spec.topology.workers.machineDeployments[{i}]");
-        if !seen.insert(md.name.clone()) {
-            problems.push(format!("{at}.name: {:?} is used twice", md.name));
+    let mut worker_overrides = BTreeMap::new();
+    for (worker, topologies) in [
+        (Worker::Deployment, &cluster.machine_deployments),
+        (Worker::Pool, &cluster.machine_pools),
+    ] {
+        let classes = worker_classes(class, worker);
+        let mut seen = BTreeSet::new();
+        for (i, w) in topologies.iter().enumerate() {
+            let at = format!("{}[{i}]", worker.topology_path());
+            if !seen.insert(w.name.clone()) {
+                problems.push(format!("{at}.name: {:?} is used twice", w.name));
+            }
+            if !classes.iter().any(|c| c.class == w.class) {
+                problems.push(format!(
+                    "{at}.class: {:?} is not a {} class of ClusterClass {}",
+                    w.class,
+                    worker.kind(),
+                    class.name
+                ));
+            }
+            worker_overrides.insert(
+                (worker.key(), i),
+                check(
+                    &w.overrides,
+                    &format!("{at}.variables.overrides"),
+                    &mut problems,
+                ),
+            );
         }
-        if !class
-            .machine_deployments
-            .iter()
-            .any(|c| c.class == md.class)
-        {
-            problems.push(format!(
-                "{at}.class: {:?} is not a MachineDeployment class of ClusterClass {}",
-                md.class, class.name
-            ));
-        }
-        md_overrides.push(check(
-            &md.overrides,
-            &format!("{at}.variables.overrides"),
-            &mut problems,
-        ));
     }
 
     // Templates.
@@ -452,15 +569,20 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
         .control_plane_machine_infrastructure
         .as_ref()
         .map(&mut get);
-    let mut md_t = Vec::new();
-    for md in &cluster.machine_deployments {
-        md_t.push(
-            class
-                .machine_deployments
-                .iter()
-                .find(|c| c.class == md.class)
-                .map(|c| (get(&c.bootstrap), get(&c.infrastructure))),
-        );
+    let mut worker_t = BTreeMap::new();
+    for (worker, topologies) in [
+        (Worker::Deployment, &cluster.machine_deployments),
+        (Worker::Pool, &cluster.machine_pools),
+    ] {
+        let classes = worker_classes(class, worker);
+        for (i, w) in topologies.iter().enumerate() {
+            if let Some(c) = classes.iter().find(|c| c.class == w.class) {
+                worker_t.insert(
+                    (worker.key(), i),
+                    (get(&c.bootstrap), get(&c.infrastructure)),
+                );
+            }
+        }
     }
     if !problems.is_empty() {
         return Err(RenderError::Invalid(problems));
@@ -473,7 +595,9 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
     // The class is left out: CAPI's names do not depend on it either, and moving a
     // Cluster to an equivalent class must not rename its objects.
     let seed = |role: &str| format!("{}/{}/{role}", cluster.namespace, cluster.name);
-    let holder_api = cluster.api_version.clone();
+    // CAPI names its own API version in holder references, whatever version the
+    // Cluster was written in.
+    let holder_api = capi.holder_api_version().to_string();
     let cluster_holder = |field: &str| HolderReference {
         api_version: holder_api.clone(),
         kind: "Cluster".into(),
@@ -485,7 +609,7 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
     topology.insert("version".into(), json!(cluster.version));
     topology.insert("class".into(), json!(cluster.class));
     topology.insert("classNamespace".into(), json!(cluster.class_namespace));
-    if cluster.is_v1beta2() {
+    if capi.minor >= 11 {
         topology.insert(
             "classRef".into(),
             json!({"name": cluster.class, "namespace": cluster.class_namespace}),
@@ -504,15 +628,16 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
     let builtin_cluster = json!({ "cluster": bc });
 
     let prefix = format!("{}-", cluster.name);
-    let named = |template: &Option<String>, default: &str, md: Option<&str>, role: &str| {
-        names::from_template(
-            template.as_deref().unwrap_or(default),
-            &cluster.name,
-            md,
-            &seed(role),
-        )
-        .map_err(|e| RenderError::Invalid(vec![format!("ClusterClass {}: {e}", class.name)]))
-    };
+    let named =
+        |template: &Option<String>, default: &str, worker: Option<(&str, &str)>, role: &str| {
+            names::from_template(
+                template.as_deref().unwrap_or(default),
+                &cluster.name,
+                worker,
+                &seed(role),
+            )
+            .map_err(|e| RenderError::Invalid(vec![format!("ClusterClass {}: {e}", class.name)]))
+        };
     let infra_name = named(
         &class.infrastructure_naming,
         names::DEFAULT_NAMING,
@@ -548,6 +673,8 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             holder: cluster_holder("spec.infrastructureRef"),
             template: infra_t,
             name: infra_name,
+            labels: StringMap::new(),
+            annotations: StringMap::new(),
             builtin: Value::Null,
             overrides: BTreeMap::new(),
         },
@@ -558,6 +685,8 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             holder: cluster_holder("spec.controlPlaneRef"),
             template: cp_t.clone(),
             name: cp_name.clone(),
+            labels: StringMap::new(),
+            annotations: StringMap::new(),
             builtin: cp_builtin.clone(),
             overrides: cp_overrides.clone(),
         },
@@ -585,70 +714,93 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             },
             template: t,
             name: cp_infra_name,
+            labels: StringMap::new(),
+            annotations: StringMap::new(),
             builtin: cp_builtin,
             overrides: cp_overrides,
         });
     }
-    for (i, (md, templates)) in cluster.machine_deployments.iter().zip(md_t).enumerate() {
-        let Some((Some(bt), Some(it))) = templates else {
-            continue;
-        };
-        let md_prefix = format!("{}-{}-", cluster.name, md.name);
-        let naming = class
-            .machine_deployments
-            .iter()
-            .find(|c| c.class == md.class)
-            .and_then(|c| c.naming.clone());
-        let md_name = named(
-            &naming,
-            names::DEFAULT_MD_NAMING,
-            Some(&md.name),
-            &format!("md/{}", md.name),
-        )?;
-        let b_name = names::generated(&md_prefix, &seed(&format!("md/{}/bootstrap", md.name)));
-        let i_name = names::generated(&md_prefix, &seed(&format!("md/{}/infrastructure", md.name)));
-        let mut b = Map::new();
-        b.insert("version".into(), json!(cluster.version));
-        b.insert("class".into(), json!(md.class));
-        b.insert("name".into(), json!(md_name));
-        b.insert("topologyName".into(), json!(md.name));
-        if let Some(r) = md.replicas {
-            b.insert("replicas".into(), json!(r));
+    for (worker, topologies) in [
+        (Worker::Deployment, &cluster.machine_deployments),
+        (Worker::Pool, &cluster.machine_pools),
+    ] {
+        let classes = worker_classes(class, worker);
+        for (i, w) in topologies.iter().enumerate() {
+            let Some((Some(bt), Some(it))) = worker_t.remove(&(worker.key(), i)) else {
+                continue;
+            };
+            let overrides = worker_overrides
+                .remove(&(worker.key(), i))
+                .unwrap_or_default();
+            let w_prefix = format!("{}-{}-", cluster.name, w.name);
+            let role_seed = format!("{}/{}", worker.seed(), w.name);
+            let naming = classes
+                .iter()
+                .find(|c| c.class == w.class)
+                .and_then(|c| c.naming.clone());
+            let w_name = named(
+                &naming,
+                worker.default_naming(),
+                Some((worker.key(), &w.name)),
+                &role_seed,
+            )?;
+            let b_name = names::generated(&w_prefix, &seed(&format!("{role_seed}/bootstrap")));
+            let i_name = names::generated(&w_prefix, &seed(&format!("{role_seed}/infrastructure")));
+            let mut b = Map::new();
+            b.insert("version".into(), json!(cluster.version));
+            b.insert("class".into(), json!(w.class));
+            b.insert("name".into(), json!(w_name));
+            b.insert("topologyName".into(), json!(w.name));
+            if let Some(r) = w.replicas {
+                b.insert("replicas".into(), json!(r));
+            }
+            b.insert("bootstrap".into(), json!({"configRef": {"name": b_name}}));
+            b.insert("infrastructureRef".into(), json!({"name": i_name}));
+            let builtin = json!({ worker.key(): b });
+            let holder = |field: &str| HolderReference {
+                api_version: holder_api.clone(),
+                kind: worker.kind().into(),
+                namespace: cluster.namespace.clone(),
+                name: w_name.clone(),
+                field_path: field.into(),
+            };
+            slots.push(Slot {
+                original: Value::Null,
+                role: Role::WorkerBootstrap(worker, i),
+                uid: names::uid(&seed(&format!("{role_seed}/bootstrap"))),
+                holder: holder("spec.template.spec.bootstrap.configRef"),
+                template: bt,
+                name: b_name,
+                labels: StringMap::new(),
+                annotations: StringMap::new(),
+                builtin: builtin.clone(),
+                overrides: overrides.clone(),
+            });
+            slots.push(Slot {
+                original: Value::Null,
+                role: Role::WorkerInfrastructure(worker, i),
+                uid: names::uid(&seed(&format!("{role_seed}/infrastructure"))),
+                holder: holder("spec.template.spec.infrastructureRef"),
+                template: it,
+                name: i_name,
+                labels: StringMap::new(),
+                annotations: StringMap::new(),
+                builtin,
+                overrides,
+            });
         }
-        b.insert("bootstrap".into(), json!({"configRef": {"name": b_name}}));
-        b.insert("infrastructureRef".into(), json!({"name": i_name}));
-        let builtin = json!({ "machineDeployment": b });
-        let holder = |field: &str| HolderReference {
-            api_version: holder_api.clone(),
-            kind: "MachineDeployment".into(),
-            namespace: cluster.namespace.clone(),
-            name: md_name.clone(),
-            field_path: field.into(),
-        };
-        slots.push(Slot {
-            original: Value::Null,
-            role: Role::MdBootstrap(i),
-            uid: names::uid(&seed(&format!("md/{}/bootstrap", md.name))),
-            holder: holder("spec.template.spec.bootstrap.configRef"),
-            template: bt,
-            name: b_name,
-            builtin: builtin.clone(),
-            overrides: md_overrides[i].clone(),
-        });
-        slots.push(Slot {
-            original: Value::Null,
-            role: Role::MdInfrastructure(i),
-            uid: names::uid(&seed(&format!("md/{}/infrastructure", md.name))),
-            holder: holder("spec.template.spec.infrastructureRef"),
-            template: it,
-            name: i_name,
-            builtin,
-            overrides: md_overrides[i].clone(),
-        });
     }
 
+    let cp_meta = merged_meta(
+        &class.control_plane_metadata,
+        &cluster.control_plane_metadata,
+    );
     for s in &mut slots {
         s.original = s.template.clone();
+        let (labels, annotations) = desired_metadata(s.role, &s.original, cluster, &cp_meta);
+        s.labels = labels;
+        s.annotations = annotations;
+        prepare_request_template(s, capi);
     }
     Ok(Plan {
         inputs,
@@ -659,6 +811,124 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
         builtin_cluster,
         slots,
     })
+}
+
+/// The worker classes of `worker`'s kind.
+fn worker_classes(class: &ClusterClass, worker: Worker) -> &[MachineDeploymentClass] {
+    match worker {
+        Worker::Deployment => &class.machine_deployments,
+        Worker::Pool => &class.machine_pools,
+    }
+}
+
+/// The labels and annotations CAPI gives the object made from `template` before patches
+/// (`templateToObject` / `templateToTemplate` and `computeControlPlane` in
+/// exp/topology/desiredstate/desired_state.go): an object takes `spec.template.metadata`,
+/// a cloned template its own `metadata` without kubectl's last-applied record; the
+/// ControlPlane adds the class's and the topology's control-plane metadata on top; then
+/// the ownership labels, the worker's name label and the cloned-from annotations.
+fn desired_metadata(
+    role: Role,
+    template: &Value,
+    cluster: &Cluster,
+    cp_meta: &Meta,
+) -> (StringMap, StringMap) {
+    let mut labels = StringMap::new();
+    let mut annotations = StringMap::new();
+    let meta = if role.makes_object() {
+        "/spec/template/metadata"
+    } else {
+        "/metadata"
+    };
+    merge_strings(&mut labels, template.pointer(&format!("{meta}/labels")));
+    merge_strings(
+        &mut annotations,
+        template.pointer(&format!("{meta}/annotations")),
+    );
+    if !role.makes_object() {
+        annotations.remove(LAST_APPLIED);
+    }
+    if role == Role::ControlPlane {
+        merge_meta(&mut labels, &mut annotations, cp_meta);
+    }
+    labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster.name));
+    labels.insert(TOPOLOGY_OWNED_LABEL.into(), json!(""));
+    if let Some((worker, i)) = role.worker() {
+        let topologies = match worker {
+            Worker::Deployment => &cluster.machine_deployments,
+            Worker::Pool => &cluster.machine_pools,
+        };
+        if let Some(w) = topologies.get(i) {
+            labels.insert(worker.name_label().into(), json!(w.name));
+        }
+    }
+    let (group, kind) = cluster_group_kind(template);
+    annotations.insert(
+        CLONED_FROM_NAME.into(),
+        template
+            .pointer("/metadata/name")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
+    annotations.insert(
+        CLONED_FROM_GROUPKIND.into(),
+        json!(format!("{kind}.{group}")),
+    );
+    (labels, annotations)
+}
+
+/// The template as CAPI puts it in the GeneratePatches request. From 1.14 the object's
+/// labels and annotations are written into it first (`spec.template.metadata` of a
+/// template CAPI makes an object from, `metadata` of one it clones; `createRequest` in
+/// core/reconcilers/topology/cluster/patches/engine.go at v1.14.0), so patches see and
+/// can change them. From 1.11 managedFields and the last-applied and conversion-data
+/// annotations are dropped (`cleanupUnstructured` in patches/template.go), and from
+/// 1.14 an annotation map left empty goes too.
+fn prepare_request_template(slot: &mut Slot, capi: CapiVersion) {
+    if capi.minor >= 14 {
+        let at: &[&str] = if slot.role.makes_object() {
+            &["spec", "template", "metadata"]
+        } else {
+            &["metadata"]
+        };
+        if let Some(m) = object_at(&mut slot.template, at) {
+            m.insert("labels".into(), json!(slot.labels));
+            m.insert("annotations".into(), json!(slot.annotations));
+        }
+    }
+    if capi.minor >= 11 {
+        if let Some(meta) = slot
+            .template
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+        {
+            meta.remove("managedFields");
+            let now_empty = match meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                Some(a) => {
+                    a.remove(LAST_APPLIED);
+                    a.remove(CONVERSION_DATA);
+                    a.is_empty()
+                }
+                None => false,
+            };
+            if now_empty && capi.minor >= 14 {
+                meta.remove("annotations");
+            }
+        }
+    }
+}
+
+/// The object at `path` under `v`, made (as empty objects) where missing; `None` when
+/// something on the way is not an object.
+fn object_at<'a>(v: &'a mut Value, path: &[&str]) -> Option<&'a mut Map<String, Value>> {
+    let mut cur = v;
+    for key in path {
+        cur = cur
+            .as_object_mut()?
+            .entry(key.to_string())
+            .or_insert_with(|| json!({}));
+    }
+    cur.as_object_mut()
 }
 
 impl Definition {
@@ -734,6 +1004,7 @@ impl Plan<'_> {
 
     /// Applies one GeneratePatches answer the way CAPI does: items in order, by uid.
     fn apply(&mut self, items: &[GeneratePatchesResponseItem]) -> Result<(), String> {
+        let capi = self.inputs.capi;
         for item in items {
             let slot = self
                 .slots
@@ -768,9 +1039,22 @@ impl Plan<'_> {
                     json_patch::merge(&mut patched, &p);
                 }
             }
-            // CAPI carries only the template's spec from one patch to the next.
-            if let (Some(t), Some(spec)) = (slot.template.as_object_mut(), patched.get("spec")) {
-                t.insert("spec".into(), spec.clone());
+            // CAPI carries only the template's spec from one patch to the next, and
+            // from 1.14 its labels and annotations too (`applyPatchToRequest`); a field
+            // the patched copy lacks is left as it was.
+            if let Some(spec) = patched.get("spec") {
+                if let Some(t) = slot.template.as_object_mut() {
+                    t.insert("spec".into(), spec.clone());
+                }
+            }
+            if capi.minor >= 14 {
+                for key in ["labels", "annotations"] {
+                    if let Some(v) = patched.pointer(&format!("/metadata/{key}")) {
+                        if let Some(m) = object_at(&mut slot.template, &["metadata"]) {
+                            m.insert(key.into(), v.clone());
+                        }
+                    }
+                }
             }
         }
         Ok(())
@@ -847,86 +1131,70 @@ impl Plan<'_> {
     fn objects(&self) -> Vec<Value> {
         let cluster = &self.inputs.cluster;
         let class = &self.inputs.class;
+        let capi = self.inputs.capi;
         let mut out = Vec::new();
         let cp_infra = self
             .slots
             .iter()
             .find(|s| s.role == Role::ControlPlaneInfrastructure);
+        let cp_meta = merged_meta(
+            &class.control_plane_metadata,
+            &cluster.control_plane_metadata,
+        );
         for s in &self.slots {
-            // Metadata as the ClusterClass's template has it (CAPI drops what patches do
-            // to it); the spec as the patches left it.
             let t = &s.original;
-            let (group, kind) = cluster_group_kind(t);
+            let (_, kind) = cluster_group_kind(t);
             let api = t.get("apiVersion").cloned().unwrap_or(Value::Null);
-            let template_name = t.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
-            // Written last, over whatever the template's own annotations say.
-            let cloned_from = |annotations: &mut BTreeMap<String, Value>| {
-                annotations.insert(CLONED_FROM_NAME.to_string(), template_name.clone());
-                annotations.insert(
-                    CLONED_FROM_GROUPKIND.to_string(),
-                    json!(format!("{kind}.{group}")),
+            let mut labels = s.labels.clone();
+            let mut annotations = s.annotations.clone();
+            // Up to 1.13 what patches do to metadata is dropped. From 1.14 the patched
+            // labels and annotations replace the computed ones, except the ownership,
+            // worker-name and cloned-from keys CAPI always keeps (`updateDesiredState`).
+            let meta_at = if s.role.makes_object() {
+                "/spec/template/metadata"
+            } else {
+                "/metadata"
+            };
+            if capi.minor >= 14 {
+                patched_strings(
+                    &mut labels,
+                    s.template.pointer(&format!("{meta_at}/labels")),
                 );
-            };
-            let mut annotations = BTreeMap::new();
-            let mut labels = BTreeMap::new();
-            let own = |labels: &mut BTreeMap<String, Value>| {
-                labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster.name));
-                labels.insert(TOPOLOGY_OWNED_LABEL.into(), json!(""));
-            };
-            match s.role {
-                Role::InfrastructureCluster | Role::ControlPlane => {
-                    // An object from a template: spec.template → the object.
-                    merge_strings(&mut labels, t.pointer("/spec/template/metadata/labels"));
-                    merge_strings(
-                        &mut annotations,
-                        t.pointer("/spec/template/metadata/annotations"),
-                    );
-                    cloned_from(&mut annotations);
-                    let mut spec = s
-                        .template
-                        .pointer("/spec/template/spec")
-                        .cloned()
-                        .unwrap_or_else(|| json!({}));
-                    if s.role == Role::ControlPlane {
-                        let meta = merged_meta(
-                            &class.control_plane_metadata,
-                            &cluster.control_plane_metadata,
-                        );
-                        merge_meta(&mut labels, &mut annotations, &meta);
-                        self.control_plane_spec(&mut spec, t, &meta, cp_infra);
-                    }
-                    own(&mut labels);
-                    out.push(json!({
-                        "apiVersion": api,
-                        "kind": object_kind(&kind),
-                        "metadata": {"name": s.name, "namespace": cluster.namespace,
-                                     "labels": labels, "annotations": annotations},
-                        "spec": spec,
-                    }));
+                patched_strings(
+                    &mut annotations,
+                    s.template.pointer(&format!("{meta_at}/annotations")),
+                );
+                keep_preserved(&mut labels, &s.labels, PRESERVED_LABELS);
+                keep_preserved(&mut annotations, &s.annotations, PRESERVED_ANNOTATIONS);
+            }
+            let metadata = json!({"name": s.name, "namespace": cluster.namespace,
+                                  "labels": labels, "annotations": annotations});
+            if s.role.makes_object() {
+                // An object from a template: spec.template → the object.
+                let mut spec = s
+                    .template
+                    .pointer("/spec/template/spec")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                if s.role == Role::ControlPlane {
+                    self.control_plane_spec(&mut spec, t, &cp_meta, cp_infra);
                 }
-                Role::ControlPlaneInfrastructure
-                | Role::MdBootstrap(_)
-                | Role::MdInfrastructure(_) => {
-                    // A template cloned per cluster: its whole spec is kept, with
-                    // `spec.template.spec` as the patches left it.
-                    merge_strings(&mut labels, t.pointer("/metadata/labels"));
-                    merge_strings(&mut annotations, t.pointer("/metadata/annotations"));
-                    annotations.remove(LAST_APPLIED);
-                    cloned_from(&mut annotations);
-                    own(&mut labels);
-                    if let Role::MdBootstrap(i) | Role::MdInfrastructure(i) = s.role {
-                        if let Some(md) = cluster.machine_deployments.get(i) {
-                            labels.insert(DEPLOYMENT_NAME_LABEL.into(), json!(md.name));
-                        }
-                    }
-                    out.push(json!({
-                        "apiVersion": api,
-                        "kind": kind,
-                        "metadata": {"name": s.name, "namespace": cluster.namespace,
-                                     "labels": labels, "annotations": annotations},
-                        "spec": cloned_spec(t, &s.template),
-                    }));
-                }
+                out.push(json!({
+                    "apiVersion": api,
+                    "kind": object_kind(&kind),
+                    "metadata": metadata,
+                    "spec": spec,
+                }));
+            } else {
+                // A template cloned per cluster: its whole spec is kept, with
+                // `spec.template.spec` (and from 1.14 `spec.template.metadata`'s labels
+                // and annotations) as the patches left it.
+                out.push(json!({
+                    "apiVersion": api,
+                    "kind": kind,
+                    "metadata": metadata,
+                    "spec": cloned_spec(t, &s.template, capi),
+                }));
             }
         }
         out
@@ -994,18 +1262,71 @@ impl Plan<'_> {
 
 /// kubectl's record of the last applied manifest: CAPI does not copy it to clones.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// CAPI's record of fields another API version lost in conversion.
+const CONVERSION_DATA: &str = "cluster.x-k8s.io/conversion-data";
 
 /// A cloned template's spec: the ClusterClass template's, with `spec.template.spec`
-/// taken from the patched copy (the only part CAPI takes from it).
-fn cloned_spec(original: &Value, patched: &Value) -> Value {
+/// taken from the patched copy (the only part CAPI takes from it up to 1.13; from 1.14
+/// also `spec.template.metadata.labels` and `.annotations`, `patchTemplate` in
+/// core/reconcilers/topology/cluster/patches/patch.go). A part the patched copy lacks
+/// is left as the class has it.
+fn cloned_spec(original: &Value, patched: &Value, capi: CapiVersion) -> Value {
     let mut spec = original.get("spec").cloned().unwrap_or_else(|| json!({}));
-    if let (Some(inner), Some(t)) = (
-        patched.pointer("/spec/template/spec"),
-        spec.get_mut("template").and_then(Value::as_object_mut),
-    ) {
-        t.insert("spec".into(), inner.clone());
+    let mut copy = |from: &str, path: &[&str]| {
+        let Some(v) = patched.pointer(from) else {
+            return;
+        };
+        let (last, parents) = match path.split_last() {
+            Some(x) => x,
+            None => return,
+        };
+        if let Some(m) = object_at(&mut spec, parents) {
+            m.insert(last.to_string(), v.clone());
+        }
+    };
+    copy("/spec/template/spec", &["template", "spec"]);
+    if capi.minor >= 14 {
+        copy(
+            "/spec/template/metadata/labels",
+            &["template", "metadata", "labels"],
+        );
+        copy(
+            "/spec/template/metadata/annotations",
+            &["template", "metadata", "annotations"],
+        );
     }
     spec
+}
+
+/// Labels and annotations CAPI restores after copying patched metadata, when the
+/// object had them before (`alwaysPreserveLabelsAndAnnotations` in patches/engine.go
+/// at v1.14.0).
+const PRESERVED_LABELS: &[&str] = &[
+    CLUSTER_NAME_LABEL,
+    TOPOLOGY_OWNED_LABEL,
+    DEPLOYMENT_NAME_LABEL,
+    POOL_NAME_LABEL,
+];
+const PRESERVED_ANNOTATIONS: &[&str] = &[CLONED_FROM_NAME, CLONED_FROM_GROUPKIND];
+
+/// `into` replaced by the map at `patched`, if the patched template has one there.
+fn patched_strings(into: &mut StringMap, patched: Option<&Value>) {
+    match patched {
+        Some(Value::Object(m)) => {
+            *into = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        }
+        Some(Value::Null) => into.clear(),
+        _ => {}
+    }
+}
+
+/// Puts back the `keys` that `before` had, with their earlier values.
+fn keep_preserved(into: &mut StringMap, before: &StringMap, keys: &[&str]) {
+    for k in keys {
+        if let Some(v) = before.get(*k) {
+            into.insert((*k).to_string(), v.clone());
+        }
+    }
 }
 
 fn merge_strings(into: &mut BTreeMap<String, Value>, from: Option<&Value>) {
@@ -1038,8 +1359,9 @@ fn merge_meta(
 }
 
 /// The objects the topology controller would create, in a fixed order:
-/// InfrastructureCluster, ControlPlane, the control plane's machine template, then
-/// each MachineDeployment's bootstrap and infrastructure templates in topology order.
+/// InfrastructureCluster, ControlPlane, the control plane's machine template, each
+/// MachineDeployment's bootstrap and infrastructure templates in topology order, then
+/// each MachinePool's bootstrap config and infrastructure machine pool.
 pub fn render(inputs: &Inputs, engine: &dyn PatchEngine) -> Result<Vec<Value>, RenderError> {
     let mut plan = plan(inputs, engine)?;
     plan.run_patches(engine)?;
@@ -1066,14 +1388,66 @@ pub fn first_request(
     Ok(plan.request(patch_name, &settings))
 }
 
-/// Every problem `render` would stop at, as `<field path>: <message>` lines; empty
-/// when the Cluster renders.
+/// Every problem `render` would stop at, and every rendered object's misfits with its
+/// CRD (the built-in ones), as `<field path>: <message>` lines; empty when the Cluster
+/// renders into objects that fit.
 pub fn validate(inputs: &Inputs, engine: &dyn PatchEngine) -> Vec<String> {
-    match render(inputs, engine) {
-        Ok(_) => Vec::new(),
-        Err(RenderError::Invalid(p)) => p,
+    match crds::Schemas::built_in() {
+        Ok(schemas) => validate_with(inputs, engine, &schemas).problems,
         Err(e) => vec![e.to_string()],
     }
+}
+
+/// What `stackhook validate` reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// `<field path>: <message>` lines, rendering problems first; the schema problems
+    /// of an object start with its kind and name.
+    pub problems: Vec<String>,
+    /// `<apiVersion> <kind>` of rendered objects no known CRD describes.
+    pub unchecked: Vec<String>,
+}
+
+/// [`validate`] against the CRDs of `schemas`.
+pub fn validate_with(inputs: &Inputs, engine: &dyn PatchEngine, schemas: &crds::Schemas) -> Report {
+    let objects = match render(inputs, engine) {
+        Ok(o) => o,
+        Err(RenderError::Invalid(p)) => {
+            return Report {
+                problems: p,
+                unchecked: vec![],
+            }
+        }
+        Err(e) => {
+            return Report {
+                problems: vec![e.to_string()],
+                unchecked: vec![],
+            }
+        }
+    };
+    let mut report = Report::default();
+    let mut unchecked = BTreeSet::new();
+    for o in &objects {
+        let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match schemas.check(o) {
+            crds::Check::Checked(problems) => report
+                .problems
+                .extend(problems.into_iter().map(|p| format!("{kind} {name}: {p}"))),
+            crds::Check::UnknownKind => {
+                let api = o
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                unchecked.insert(format!("{api} {kind}"));
+            }
+        }
+    }
+    report.unchecked = unchecked.into_iter().collect();
+    report
 }
 
 /// Multi-document YAML, one object per document.
@@ -1092,14 +1466,4 @@ pub fn to_json(objects: &[Value]) -> Result<String, RenderError> {
         serde_json::to_string_pretty(objects).map_err(|e| RenderError::Input(e.to_string()))?;
     s.push('\n');
     Ok(s)
-}
-
-/// The CAPI generation a Cluster's apiVersion stands for: v1beta2 (1.11 and later,
-/// answered as the newest supported) or v1beta1 (1.10).
-pub fn capi_version_of(cluster: &Cluster) -> CapiVersion {
-    if cluster.is_v1beta2() {
-        CapiVersion::NEWEST
-    } else {
-        CapiVersion::OLDEST
-    }
 }

@@ -39,21 +39,24 @@ pub fn suffix(seed: &str) -> String {
 pub const DEFAULT_NAMING: &str = "{{ .cluster.name }}-{{ .random }}";
 pub const DEFAULT_MD_NAMING: &str =
     "{{ .cluster.name }}-{{ .machineDeployment.topologyName }}-{{ .random }}";
+pub const DEFAULT_MP_NAMING: &str =
+    "{{ .cluster.name }}-{{ .machinePool.topologyName }}-{{ .random }}";
 
 /// A name from a ClusterClass naming template (Go text/template over `cluster.name`,
-/// `random` and, for MachineDeployments, `machineDeployment.topologyName`). As in CAPI,
-/// a missing key is an error, and a name longer than 63 characters is cut to 58 and
-/// given the random part again.
+/// `random` and, for workers, `<key>.topologyName` where `worker` is `(key, topology
+/// name)` and key is `machineDeployment` or `machinePool`). As in CAPI, a missing key
+/// is an error, and a name longer than 63 characters is cut to 58 and given the random
+/// part again.
 pub fn from_template(
     template: &str,
     cluster: &str,
-    machine_deployment: Option<&str>,
+    worker: Option<(&str, &str)>,
     seed: &str,
 ) -> Result<String, String> {
     let random = suffix(seed);
     let mut data = serde_json::json!({"cluster": {"name": cluster}, "random": random});
-    if let Some(md) = machine_deployment {
-        data["machineDeployment"] = serde_json::json!({"topologyName": md});
+    if let Some((key, name)) = worker {
+        data[key] = serde_json::json!({"topologyName": name});
     }
     let t = crate::engine::template::parse(template)
         .map_err(|e| format!("parsing template {template:?}: {e}"))?;
@@ -65,7 +68,7 @@ pub fn from_template(
     if name.contains("<no value>") {
         return Err(format!(
             "rendering template {template:?}: a key it reads is not set (only .cluster.name, .random{} are)",
-            if machine_deployment.is_some() { " and .machineDeployment.topologyName" } else { "" }
+            worker.map(|(key, _)| format!(" and .{key}.topologyName")).unwrap_or_default()
         ));
     }
     if name.len() > MAX_NAME_LENGTH {
@@ -116,7 +119,13 @@ mod tests {
                 generated(&format!("{cluster}-"), "s")
             );
             assert_eq!(
-                from_template(DEFAULT_MD_NAMING, cluster, Some("md-0"), "s").unwrap(),
+                from_template(
+                    DEFAULT_MD_NAMING,
+                    cluster,
+                    Some(("machineDeployment", "md-0")),
+                    "s"
+                )
+                .unwrap(),
                 generated(&format!("{cluster}-md-0-"), "s")
             );
         }
@@ -134,7 +143,7 @@ mod tests {
             from_template(
                 "fixed-{{ .machineDeployment.topologyName }}",
                 "dev1",
-                Some("w"),
+                Some(("machineDeployment", "w")),
                 "s"
             )
             .unwrap(),
@@ -143,6 +152,25 @@ mod tests {
         let e =
             from_template("{{ .machineDeployment.topologyName }}", "dev1", None, "s").unwrap_err();
         assert!(e.contains("not set"), "{e}");
+        // A MachinePool's template reads `.machinePool`, not `.machineDeployment`.
+        assert_eq!(
+            from_template(
+                DEFAULT_MP_NAMING,
+                "dev1",
+                Some(("machinePool", "mp-0")),
+                "s"
+            )
+            .unwrap(),
+            generated("dev1-mp-0-", "s")
+        );
+        let e = from_template(
+            "{{ .machineDeployment.topologyName }}",
+            "dev1",
+            Some(("machinePool", "mp-0")),
+            "s",
+        )
+        .unwrap_err();
+        assert!(e.contains(".machinePool.topologyName are"), "{e}");
         assert!(from_template("{{ .cluster.name", "dev1", None, "s").is_err());
     }
 }
