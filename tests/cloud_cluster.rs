@@ -60,6 +60,7 @@ fn spec(cidr: &str) -> OpenStackClusterSpec {
         extensions: Some(ClusterSpecExtensions {
             networking: Some(NetworkingSpec {
                 kube_network_plugin: Some("cilium".into()),
+                ..Default::default()
             }),
             load_balancers: Some(LoadBalancersSpec {
                 ingress: Some(IngressVipSpec {

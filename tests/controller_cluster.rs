@@ -34,6 +34,10 @@ const CLUSTER_PATH: &str = "/apis/cluster.x-k8s.io/v1beta1/namespaces/ns/cluster
 const SECRET_PATH: &str = "/api/v1/namespaces/ns/secrets/creds";
 const MACHINES_PATH: &str = "/apis/cluster.x-k8s.io/v1beta1/namespaces/ns/machines";
 const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
+const OSMS_PATH: &str =
+    "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/ns/openstackmachines";
+const VARS_PATH: &str = "/api/v1/namespaces/ns/secrets/prod-bootstrap-vars";
+const SECRETS_PATH: &str = "/api/v1/namespaces/ns/secrets";
 const FINALIZER: &str = "openstackcluster.infrastructure.cluster.x-k8s.io";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,6 +236,48 @@ fn machine_list(names: &[&str]) -> Value {
     })
 }
 
+/// The cluster's OpenStackMachines: one with its reservation in status.
+fn osm_list() -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachineList",
+        "metadata": {"resourceVersion": "40"},
+        "items": [{
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
+            "metadata": {"name": "prod-cp-a", "namespace": NS,
+                "labels": {"cluster.x-k8s.io/cluster-name": "prod",
+                           "cluster.x-k8s.io/control-plane": ""}},
+            "spec": {"flavor": "m1.small", "image": {"id": "img"}},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "10.6.0.5"}],
+                "extensions": {"nodeResources": {"prod-cp-a": {"reserved": {"cpu": "60m", "memory": "612Mi"}}}}
+            }
+        }]
+    })
+}
+
+impl Fixture {
+    /// The machine list before the final status write.
+    async fn machines(&mut self) {
+        let seen = self.server.expect("GET", OSMS_PATH, 200, osm_list()).await;
+        assert_eq!(
+            seen.query(),
+            "&labelSelector=cluster.x-k8s.io%2Fcluster-name%3Dprod"
+        );
+    }
+
+    /// The bootstrap-vars Secret is read, found missing and created; its body.
+    async fn vars_created(&mut self) -> Value {
+        self.server
+            .expect("GET", VARS_PATH, 404, status_error(404, "NotFound"))
+            .await;
+        let created = self
+            .server
+            .expect("POST", SECRETS_PATH, 201, json!({}))
+            .await;
+        created.body
+    }
+}
+
 fn event_reply() -> Value {
     json!({
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
@@ -377,6 +423,7 @@ async fn converging_pass_writes_status_endpoint_and_results() {
         json!({"spec": {"controlPlaneEndpoint": {"host": "203.0.113.10", "port": 6443}}})
     );
 
+    f.machines().await;
     let fin = f
         .server
         .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
@@ -386,7 +433,8 @@ async fn converging_pass_writes_status_endpoint_and_results() {
     assert_eq!(status["initialization"], json!({"provisioned": true}));
     assert_eq!(
         status["extensions"],
-        json!({"loadBalancers": {"controlPlane": {"vip": "10.6.0.10"}}})
+        json!({"loadBalancers": {"controlPlane": {"vip": "10.6.0.10"}},
+               "nodeResources": {"prod-cp-a": {"reserved": {"cpu": "60m", "memory": "612Mi"}}}})
     );
     let conds = status["conditions"].as_array().expect("conditions");
     assert_eq!(conds.len(), 1);
@@ -400,6 +448,33 @@ async fn converging_pass_writes_status_endpoint_and_results() {
         status.get("network").is_none(),
         "unchanged fields are not resent: {status}"
     );
+
+    // Then the Secret the bootstrap reads, owned by the OpenStackCluster.
+    let secret = f.vars_created().await;
+    assert_eq!(secret["metadata"]["name"], "prod-bootstrap-vars");
+    assert_eq!(
+        secret["metadata"]["ownerReferences"][0]["uid"], "osc-uid",
+        "{secret}"
+    );
+    assert_eq!(
+        secret["metadata"]["labels"]["stackhook.io/bootstrap-vars"],
+        "true"
+    );
+    let text = |key: &str| {
+        let b64 = secret["data"][key].as_str().expect(key);
+        String::from_utf8(data_encoding::BASE64.decode(b64.as_bytes()).unwrap()).unwrap()
+    };
+    let yaml = |key: &str| -> Value { serde_saphyr::from_str(&text(key)).unwrap() };
+    assert_eq!(yaml("vars.yaml")["master_virtual_vip"], "10.6.0.10");
+    assert_eq!(
+        yaml("vars.yaml")["node_resources"]["prod-cp-a"],
+        json!({"cpu": "60m", "memory": "612Mi"})
+    );
+    assert_eq!(
+        yaml("inventory.yaml")["all"]["children"]["control_plane"]["hosts"]["prod-cp-a"],
+        json!({"ansible_host": "10.6.0.5", "role": "control_plane"})
+    );
+    assert_eq!(yaml("cilium-values.yaml")["k8sServiceHost"], "203.0.113.10");
 
     let action = finish(task).await.unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(600)));
@@ -446,11 +521,26 @@ async fn endpoint_already_set_is_not_rewritten() {
     f.server
         .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
         .await;
+    f.machines().await;
     let fin = f
         .server
         .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
         .await;
     assert_eq!(fin.body["status"]["ready"], true);
+    // The Secret is there already with this content: no write.
+    let mut have = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "prod-bootstrap-vars", "namespace": NS, "resourceVersion": "50"}});
+    let mut updated = o.clone();
+    updated.status = Some(serde_json::from_value(fin.body["status"].clone()).unwrap());
+    let machines = vec![stackhook::infra::bootstrap::MachineFacts::from_machine(
+        &serde_json::from_value(osm_list()["items"][0].clone()).unwrap(),
+    )
+    .unwrap()];
+    let want = stackhook::controller::bootstrap_vars::desired(&updated, "prod", &machines).unwrap();
+    have["metadata"]["labels"] = json!(want.metadata.labels);
+    have["metadata"]["ownerReferences"] = json!(want.metadata.owner_references);
+    have["data"] = json!(want.data);
+    f.server.expect("GET", VARS_PATH, 200, have).await;
     finish(task).await.unwrap();
     assert_eq!(
         f.results.get(NS, "c1").unwrap().control_plane_endpoint,

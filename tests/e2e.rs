@@ -534,6 +534,7 @@ fn cluster_spec(g: &Generation, secret: &str) -> OpenStackClusterSpec {
         extensions: Some(ClusterSpecExtensions {
             networking: Some(NetworkingSpec {
                 kube_network_plugin: Some("cilium".into()),
+                ..Default::default()
             }),
             load_balancers: Some(LoadBalancersSpec {
                 ingress: Some(IngressVipSpec {

@@ -6,26 +6,36 @@
 //! reference; a paused Cluster (or paused object) is left alone; the finalizer
 //! is persisted before any cloud call; deletion waits until the cluster's
 //! Machines are gone.
+//!
+//! Beyond CAPO, each pass publishes the machines' reservations in
+//! `status.extensions.nodeResources` and keeps the Secret `<cluster>-bootstrap-vars`
+//! current; a machine change that matters to either, or an edit or deletion of
+//! that Secret, starts a pass.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerRunConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::backoff::Backoff;
+use super::bootstrap_vars::{self, SecretChange, VarsError};
 use super::capi::{self, CapiResources};
 use super::identity::{read_identity, IdentityError};
 use super::status::PatchStatusSink;
 use crate::hooks::results::{ClusterResult, ClusterResults};
 use crate::infra::api::names::{conditions, CLUSTER_FINALIZER, CLUSTER_NAME_LABEL};
 use crate::infra::api::types::ApiEndpoint;
-use crate::infra::api::{cluster::ClusterInitialization, OpenStackCluster};
+use crate::infra::api::{cluster::ClusterInitialization, OpenStackCluster, OpenStackMachine};
+use crate::infra::bootstrap::{self, MachineFacts};
 use crate::infra::conditions::{self as cond, Severity};
 use crate::infra::seam::{ClusterInfra, ClusterScope, DeleteProgress, InfraError, SinkError};
 use crate::metrics::{ControllerMetrics, ReconcileOutcome};
@@ -116,6 +126,8 @@ pub enum ReconcileError {
     Panicked,
     #[error("object has no namespace")]
     NoNamespace,
+    #[error("bootstrap vars: {0}")]
+    BootstrapVars(#[from] VarsError),
 }
 
 impl From<SinkError> for ReconcileError {
@@ -314,6 +326,17 @@ async fn apply<I: ClusterInfra>(
     }
 
     let mut status = outcome.status;
+    // Listed live, not from a cache: the event that started this pass may be
+    // the machine change the Secret has to show.
+    let machines =
+        bootstrap_vars::machines_of(&ctx.client, &scope.namespace, &scope.cluster_name).await?;
+    let node_resources = bootstrap::node_resources(&machines);
+    if !node_resources.is_empty() || status.extensions.is_some() {
+        status
+            .extensions
+            .get_or_insert_with(Default::default)
+            .node_resources = node_resources;
+    }
     if cond::find(&status.conditions, conditions::READY).is_none() {
         if status.ready {
             cond::mark_true(&mut status.conditions, conditions::READY);
@@ -340,6 +363,14 @@ async fn apply<I: ClusterInfra>(
         &name,
         ClusterResult::from_cluster(&updated),
     );
+    match bootstrap_vars::ensure(&ctx.client, &updated, &scope.cluster_name, &machines).await? {
+        SecretChange::Unchanged => {}
+        change => tracing::info!(
+            secret = %bootstrap::secret_name(&scope.cluster_name),
+            ?change,
+            "bootstrap vars written"
+        ),
+    }
     let action = Action::requeue(outcome.requeue_after.unwrap_or(ctx.timing.resync));
     Ok((action, ReconcileOutcome::success))
 }
@@ -462,13 +493,34 @@ pub async fn run<I: ClusterInfra>(
         concurrency,
         "OpenStackCluster controller starting"
     );
-    Controller::new(osc_api, watcher::Config::default())
+    let (secret_api, osm_api): (Api<Secret>, Api<OpenStackMachine>) = match namespace {
+        Some(ns) => (
+            Api::namespaced(ctx.client.clone(), ns),
+            Api::namespaced(ctx.client.clone(), ns),
+        ),
+        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+    };
+    let controller = Controller::new(osc_api, watcher::Config::default());
+    let triggers = MachineTriggers::new(controller.store());
+    controller
         .with_config(ControllerRunConfig::default().concurrency(concurrency))
         .watches_with(
             cluster_api,
             ctx.capi.cluster.clone(),
             watcher::Config::default(),
             |cluster| capi::infrastructure_ref(&cluster),
+        )
+        // Only the Secrets this controller writes are watched (and not cached).
+        .owns_with(
+            secret_api,
+            (),
+            watcher::Config::default().labels(bootstrap::SECRET_LABEL),
+        )
+        .watches_with(
+            osm_api,
+            (),
+            watcher::Config::default().labels(CLUSTER_NAME_LABEL),
+            move |osm| triggers.changed(&osm),
         )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -483,4 +535,161 @@ pub async fn run<I: ClusterInfra>(
         })
         .await;
     tracing::info!("OpenStackCluster controller stopped");
+}
+
+/// Decides which OpenStackMachine events start a pass of their cluster: only
+/// changes to what the cluster publishes about its machines (name, role,
+/// address, reservations, keepalived interface, deletion), so the status writes
+/// of a machine being built do not each cost a pass over the cloud.
+pub struct MachineTriggers {
+    clusters: Store<OpenStackCluster>,
+    seen: Mutex<HashMap<(String, String), Published>>,
+}
+
+/// The part of [`MachineFacts`] that reaches the cluster's status and Secret.
+#[derive(Clone, Debug, PartialEq)]
+struct Published {
+    cluster: String,
+    control_plane: bool,
+    address: Option<String>,
+    node_resources: Option<crate::infra::api::extensions::NodeResources>,
+    keepalived_interface: Option<String>,
+    deleting: bool,
+}
+
+impl MachineTriggers {
+    pub fn new(clusters: Store<OpenStackCluster>) -> MachineTriggers {
+        MachineTriggers {
+            clusters,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cluster to reconcile for this machine event, if any.
+    pub fn changed(&self, osm: &OpenStackMachine) -> Option<ObjectRef<OpenStackCluster>> {
+        let facts = MachineFacts::from_machine(osm)?;
+        let namespace = osm.namespace()?;
+        let now = Published {
+            cluster: facts.cluster_name.clone(),
+            control_plane: facts.control_plane,
+            address: facts.address,
+            node_resources: facts.node_resources,
+            keepalived_interface: facts.keepalived_interface,
+            deleting: facts.deleting,
+        };
+        let key = (namespace.clone(), facts.name);
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let before = seen.get(&key);
+            if before == Some(&now) {
+                // The final event of a deleted machine repeats the last one:
+                // forget it, so the map does not grow with every machine ever seen.
+                if now.deleting {
+                    seen.remove(&key);
+                }
+                return None;
+            }
+            seen.insert(key, now);
+        }
+        self.cluster_of(&namespace, &facts.cluster_name)
+    }
+
+    /// The OpenStackCluster whose owner is the CAPI Cluster `cluster`.
+    fn cluster_of(&self, namespace: &str, cluster: &str) -> Option<ObjectRef<OpenStackCluster>> {
+        self.clusters
+            .state()
+            .iter()
+            .find(|o| {
+                o.namespace().as_deref() == Some(namespace)
+                    && capi::owner_cluster_name(o).as_deref() == Some(cluster)
+            })
+            .map(|o| ObjectRef::from_obj(o.as_ref()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::api::types::NodeAddress;
+    use crate::infra::api::{OpenStackClusterSpec, OpenStackMachineStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+
+    fn store() -> Store<OpenStackCluster> {
+        let mut writer: Writer<OpenStackCluster> = Writer::default();
+        let mut osc = OpenStackCluster::new("prod-x1", OpenStackClusterSpec::default());
+        osc.metadata.namespace = Some("ns".into());
+        osc.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "Cluster".into(),
+            name: "prod".into(),
+            uid: "u".into(),
+            ..Default::default()
+        }]);
+        writer.apply_watcher_event(&Event::Apply(osc));
+        writer.as_reader()
+    }
+
+    fn machine(status: Option<&str>) -> OpenStackMachine {
+        let mut m: OpenStackMachine = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
+            "metadata": {"name": "prod-md-0-a", "namespace": "ns",
+                "labels": {"cluster.x-k8s.io/cluster-name": "prod"}},
+            "spec": {"flavor": "m1.small", "image": {"id": "img"}}
+        }))
+        .unwrap();
+        m.status = status.map(|ip| OpenStackMachineStatus {
+            addresses: vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.into(),
+            }],
+            ..Default::default()
+        });
+        m
+    }
+
+    #[test]
+    fn only_published_machine_changes_start_a_pass() {
+        let t = MachineTriggers::new(store());
+        let want = Some(ObjectRef::new("prod-x1").within("ns"));
+        assert_eq!(t.changed(&machine(None)), want, "first sight");
+        assert_eq!(t.changed(&machine(None)), None, "nothing published changed");
+        let mut building = machine(None);
+        building.status = Some(OpenStackMachineStatus {
+            instance_id: Some("srv-1".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            t.changed(&building),
+            None,
+            "an instance ID is not published"
+        );
+        assert_eq!(t.changed(&machine(Some("10.6.0.7"))), want, "an address is");
+
+        let mut other = machine(None);
+        other.metadata.labels = Some(
+            [(
+                "cluster.x-k8s.io/cluster-name".to_string(),
+                "other".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            t.changed(&other),
+            None,
+            "no OpenStackCluster for that Cluster"
+        );
+
+        let mut gone = machine(Some("10.6.0.7"));
+        gone.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        );
+        assert_eq!(t.changed(&gone), want, "deletion leaves the inventory");
+        assert_eq!(t.changed(&gone), None);
+        assert!(
+            t.seen.lock().unwrap().is_empty(),
+            "deleted machines are forgotten"
+        );
+    }
 }

@@ -4,6 +4,7 @@
 //! publish into the store the hook registry reads.
 
 pub mod backoff;
+pub mod bootstrap_vars;
 pub mod capi;
 pub mod cloud;
 pub mod cluster;

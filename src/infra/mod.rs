@@ -3,6 +3,7 @@
 //! the OpenStackCluster controller.
 
 pub mod api;
+pub mod bootstrap;
 pub mod cluster;
 pub mod conditions;
 pub mod machine;

@@ -792,6 +792,16 @@ impl Nova {
             .ok_or_else(|| decode_err(path, "empty version document"))?;
         parse_version_document(&v).ok_or_else(|| decode_err(path, "no v2.1 version"))
     }
+
+    /// Starts detaching a volume from a server (`DELETE
+    /// /servers/{id}/os-volume_attachments/{volume}`); the volume turns
+    /// `available` once Nova and Cinder are done.
+    pub async fn detach_volume(&self, server_id: &str, volume_id: &str) -> Result<(), OsError> {
+        let path = format!("/servers/{server_id}/os-volume_attachments/{volume_id}");
+        self.call(Method::DELETE, &path, &[], None, BASE_MICROVERSION)
+            .await
+            .map(drop)
+    }
 }
 
 fn decode_err(path: &str, message: impl Into<String>) -> OsError {

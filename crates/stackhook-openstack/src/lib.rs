@@ -1,6 +1,7 @@
 //! The OpenStack client of stackhook: clouds.yaml, a Keystone v3 session,
 //! and one small trait per service (Identity, Networking, LoadBalancing,
-//! Compute, Images, BlockStorage) with its real implementation on that session.
+//! Compute, Images, BlockStorage) with its real implementation on that session,
+//! and the project's quotas.
 //!
 //! Written for the controllers rather than as a general SDK: only the calls
 //! they make, errors that keep the HTTP status (a reconcile must tell "try
@@ -18,6 +19,7 @@ pub mod identity;
 pub mod image;
 pub mod loadbalancing;
 pub mod networking;
+pub mod quota;
 pub mod session;
 
 use std::sync::Arc;

@@ -21,6 +21,56 @@ pub struct ClusterSpecExtensions {
     /// Addresses to reserve beside the API endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_balancers: Option<LoadBalancersSpec>,
+    /// Per-cluster platform services; each falls back to the controller's flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<PlatformSpec>,
+    /// How the in-cluster OpenStack cloud-controller-manager and Cinder CSI driver
+    /// name this cluster, so cleanup on deletion finds what they created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_provider: Option<CloudProviderSpec>,
+}
+
+/// Platform services chosen per cluster (through a ClusterClass variable); the
+/// controller publishes them in `status.extensions.platform`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlatformSpec {
+    /// `ntp_server`; overrides `--ntp-server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntp: Option<NtpSpec>,
+    /// `vip_mgmt`; overrides `--management-vip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub management: Option<ManagementSpec>,
+}
+
+/// The nodes' time source.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NtpSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub server: Option<String>,
+}
+
+/// The management network's virtual IP.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagementSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub vip: Option<String>,
+}
+
+/// The cluster name the cloud provider's components were started with.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudProviderSpec {
+    /// The cloud-controller-manager's `--cluster-name` and the Cinder CSI
+    /// driver's `--cluster`. Unset: the Magnum cluster UUID for clusters Magnum
+    /// created (their `cluster-uuid` label), else the CAPI Cluster's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub cluster_name: Option<String>,
 }
 
 /// VIPs the bootstrap wants reserved on the cluster network.
@@ -51,6 +101,49 @@ pub struct NetworkingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub kube_network_plugin: Option<String>,
+    /// Cilium settings the bootstrap renders into the chart's values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cilium: Option<CiliumSpec>,
+}
+
+/// What a user chooses for Cilium; the OpenStack IDs come from the cloud.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CiliumSpec {
+    /// `vpc_cni_webhook_enable`, published as `status.extensions.networking.cilium.webhookEnable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_enable: Option<bool>,
+    /// `tunnel` (default) or `native`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_mode: Option<CiliumRoutingMode>,
+    /// `vxlan` (default) or `geneve`, for tunnel routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_protocol: Option<CiliumTunnelProtocol>,
+    /// Pod CIDR routed without masquerading in native routing; the cluster
+    /// network's first IPv4 subnet when unset.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "ipv4NativeRoutingCIDR"
+    )]
+    #[schemars(length(min = 1))]
+    pub ipv4_native_routing_cidr: Option<String>,
+}
+
+/// Cilium's `routingMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CiliumRoutingMode {
+    Tunnel,
+    Native,
+}
+
+/// Cilium's `tunnelProtocol`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CiliumTunnelProtocol {
+    Vxlan,
+    Geneve,
 }
 
 /// Node interface names the bootstrap binds to.
@@ -105,7 +198,7 @@ pub struct MachineNetworkInterfaces {
 }
 
 /// Cluster facts the controller publishes for the bootstrap.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterStatusExtensions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,6 +209,11 @@ pub struct ClusterStatusExtensions {
     pub open_stack: Option<OpenStackStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<PlatformStatus>,
+    /// The cluster's machines' reservations (`node_resources`), copied from each
+    /// OpenStackMachine's `status.extensions.nodeResources`, so the bootstrap
+    /// reads one object.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_resources: BTreeMap<String, NodeResources>,
 }
 
 /// CNI facts.

@@ -48,7 +48,8 @@ use crate::infra::seam::{
     StatusSink,
 };
 
-/// Platform facts that no OpenStack API provides; from operator configuration.
+/// Platform facts that no OpenStack API provides; from operator configuration,
+/// the defaults for clusters whose `spec.extensions.platform` does not set them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PlatformConfig {
     pub ntp_server: Option<String>,
@@ -421,7 +422,23 @@ impl<'a, C: CloudClients, S: StatusSink> Pass<'a, C, S> {
         .flatten()
         .map(|g| g.id.clone())
         .collect();
-        let previous = self.status.extensions.clone().unwrap_or_default();
+        let spec_ext = self.spec.extensions.as_ref();
+        let platform_spec = spec_ext.and_then(|e| e.platform.as_ref());
+        let ntp_server = platform_spec
+            .and_then(|p| p.ntp.as_ref())
+            .and_then(|n| n.server.clone())
+            .or_else(|| platform.ntp_server.clone());
+        let management_vip = platform_spec
+            .and_then(|p| p.management.as_ref())
+            .and_then(|m| m.vip.clone())
+            .or_else(|| platform.management_vip.clone());
+        // The controller fills these from the machines; a pass keeps what it found.
+        let node_resources = self
+            .status
+            .extensions
+            .as_ref()
+            .map(|e| e.node_resources.clone())
+            .unwrap_or_default();
         let cp_vip = self
             .status
             .api_server_load_balancer
@@ -436,9 +453,9 @@ impl<'a, C: CloudClients, S: StatusSink> Pass<'a, C, S> {
                     project_id: project.as_ref().map(|p| p.id.clone()),
                     default_subnet_id,
                     security_group_ids,
-                    webhook_enable: previous
-                        .networking
-                        .and_then(|n| n.cilium)
+                    webhook_enable: spec_ext
+                        .and_then(|e| e.networking.as_ref())
+                        .and_then(|n| n.cilium.as_ref())
                         .and_then(|c| c.webhook_enable),
                 }),
             }),
@@ -463,14 +480,12 @@ impl<'a, C: CloudClients, S: StatusSink> Pass<'a, C, S> {
                 mgmt: Some(host.to_owned()),
             }),
             platform: Some(PlatformStatus {
-                ntp: platform.ntp_server.clone().map(|server| NtpStatus {
+                ntp: ntp_server.map(|server| NtpStatus {
                     server: Some(server),
                 }),
-                management: platform
-                    .management_vip
-                    .clone()
-                    .map(|vip| VirtualIp { vip: Some(vip) }),
+                management: management_vip.map(|vip| VirtualIp { vip: Some(vip) }),
             }),
+            node_resources,
         })
     }
 }

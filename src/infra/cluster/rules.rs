@@ -423,6 +423,7 @@ mod tests {
             extensions: Some(ClusterSpecExtensions {
                 networking: Some(NetworkingSpec {
                     kube_network_plugin: Some("cilium".into()),
+                    ..Default::default()
                 }),
                 ..Default::default()
             }),
