@@ -43,8 +43,8 @@ fn cilium_by_default_on_minimal_templates() {
         spec(&objs, "osct")["extensions"],
         json!({
             "networking": {"kubeNetworkPlugin": "cilium", "cilium": {
-                "kubeProxyReplacement": true, "routingMode": "tunnel", "nativeRoutingCIDR": "",
-                "tunnelProtocol": "vxlan", "ipam": {"mode": "kubernetes", "poolCIDR": ""},
+                "kubeProxyReplacement": true, "routingMode": "tunnel",
+                "tunnelProtocol": "vxlan", "ipam": {"mode": "kubernetes"},
                 "hubble": false, "webhookEnable": false}},
             "networkInterfaces": {}
         })

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use stackhook::engine::clusterclass::{Cluster, ClusterClass};
 use stackhook::engine::PackEngine;
 use stackhook::render::{self, Inputs, Templates};
+use stackhook::sdk::CapiVersion;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -60,6 +61,7 @@ fn render_example(example: &str) -> Vec<Value> {
         cluster: Cluster::from_value(&cluster).unwrap(),
         class: ClusterClass::from_value(&class).unwrap(),
         templates: Templates::from_dir(&root().join("templates/openstack-kubeadm")).unwrap(),
+        capi: CapiVersion::NEWEST,
     };
     let engine = PackEngine::embedded().unwrap();
     let problems = render::validate(&inputs, &engine);

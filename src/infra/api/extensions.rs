@@ -128,6 +128,28 @@ pub struct CiliumSpec {
     )]
     #[schemars(length(min = 1))]
     pub ipv4_native_routing_cidr: Option<String>,
+    /// Cilium replaces kube-proxy (kubeadm then skips its addon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_proxy_replacement: Option<bool>,
+    /// Hubble relay and UI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hubble: Option<bool>,
+    /// How pods get addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipam: Option<CiliumIpamSpec>,
+}
+
+/// Cilium's IPAM: `kubernetes` (per-node pod CIDRs), `cluster-pool`, or `openstack`
+/// (pod addresses from Neutron ports).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CiliumIpamSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "poolCIDR")]
+    #[schemars(length(min = 1))]
+    pub pool_cidr: Option<String>,
 }
 
 /// Cilium's `routingMode`.
