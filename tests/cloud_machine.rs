@@ -10,14 +10,16 @@
 mod cloud;
 #[path = "support/infra.rs"]
 mod infra;
+#[path = "support/machine.rs"]
+mod machine_support;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
 
 use futures::FutureExt;
 use infra::{runtime, unique};
+use machine_support::{
+    converge_machine, delete_machine, ports_named, remove_leftovers, servers_named,
+};
 use stackhook::infra::api::cluster::{ManagedSecurityGroups, SubnetSpec};
 use stackhook::infra::api::machine::OpenStackMachineSpec;
 use stackhook::infra::api::names::ClusterNames;
@@ -28,36 +30,13 @@ use stackhook::infra::api::{
 use stackhook::infra::cluster::{OpenStackClusterInfra, PlatformConfig};
 use stackhook::infra::machine::reserve::ReservePolicy;
 use stackhook::infra::machine::OpenStackMachineInfra;
-use stackhook::infra::seam::{
-    DeleteProgress, IdentitySecret, InfraError, MachineInfra, MachineScope, SinkError, StatusSink,
-};
+use stackhook::infra::seam::{IdentitySecret, MachineScope};
 use stackhook_openstack::blockstorage::BlockStorage;
 use stackhook_openstack::compute::Compute;
-use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::Clients;
 
 const NAMESPACE: &str = "sh-machine";
 const BOOTSTRAP: &[u8] = b"#cloud-config\nruncmd: [kubeadm join]\n";
-
-/// Machine status writes kept in memory; optionally each write after a create fails,
-/// as a crash between a create and its status write would.
-#[derive(Default)]
-struct Sink {
-    saved: Mutex<Option<OpenStackMachineStatus>>,
-    writes: AtomicUsize,
-    fail_first: bool,
-}
-
-impl StatusSink<OpenStackMachineStatus> for Sink {
-    async fn save(&self, status: &OpenStackMachineStatus) -> Result<(), SinkError> {
-        let n = self.writes.fetch_add(1, Ordering::SeqCst);
-        if self.fail_first && n == 0 {
-            return Err(SinkError("simulated crash before the status write".into()));
-        }
-        *self.saved.lock().unwrap() = Some(status.clone());
-        Ok(())
-    }
-}
 
 fn identity(clouds_yaml: Vec<u8>) -> IdentitySecret {
     infra::identity(NAMESPACE, "cloud-creds", clouds_yaml, cloud::MEMBER)
@@ -126,84 +105,6 @@ async fn ready_cluster(name: &str, cidr: &str, id: &IdentitySecret) -> OpenStack
 async fn drop_cluster(name: &str, osc: &OpenStackCluster, id: &IdentitySecret) {
     let infra = OpenStackClusterInfra::new(PlatformConfig::default());
     infra::delete(&infra, &infra::scope(NAMESPACE, name), osc, id).await;
-}
-
-/// Passes as the controller runs them (status kept between passes) until one asks
-/// for no requeue; the number of passes and the last providerID.
-async fn converge_machine(
-    infra: &OpenStackMachineInfra,
-    scope: &MachineScope,
-    osm: &mut OpenStackMachine,
-    id: &IdentitySecret,
-    fail_first: bool,
-) -> (usize, Option<String>) {
-    let mut provider = None;
-    for pass in 1..=60 {
-        let sink = Sink {
-            fail_first,
-            ..Default::default()
-        };
-        match infra.reconcile(scope, osm, id, &sink).await {
-            Ok(outcome) => {
-                osm.status = Some(outcome.status);
-                provider = outcome.provider_id.or(provider);
-                match outcome.requeue_after {
-                    None => return (pass, provider),
-                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
-                }
-            }
-            Err(InfraError::Sink(_)) | Err(InfraError::Transient { .. }) => {
-                if let Some(s) = sink.saved.lock().unwrap().take() {
-                    osm.status = Some(s);
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => panic!("pass {pass}: {e}"),
-        }
-    }
-    panic!("machine did not converge");
-}
-
-async fn delete_machine(
-    infra: &OpenStackMachineInfra,
-    scope: &MachineScope,
-    osm: &mut OpenStackMachine,
-    id: &IdentitySecret,
-) -> usize {
-    for pass in 1..=80 {
-        let sink = Sink::default();
-        match infra.delete(scope, osm, id, &sink).await {
-            Ok(DeleteProgress::Done) => return pass,
-            Ok(DeleteProgress::Requeue { after, .. }) => {
-                if let Some(s) = sink.saved.lock().unwrap().take() {
-                    osm.status = Some(s);
-                }
-                tokio::time::sleep(after.min(Duration::from_secs(1))).await
-            }
-            Err(InfraError::Transient { .. }) => {
-                tokio::time::sleep(Duration::from_millis(300)).await
-            }
-            Err(e) => panic!("delete pass {pass}: {e}"),
-        }
-    }
-    panic!("machine deletion did not finish");
-}
-
-async fn servers_named(c: &Clients, name: &str) -> usize {
-    c.compute
-        .servers_named(&format!("^{name}$"))
-        .await
-        .expect("servers")
-        .into_iter()
-        .filter(|s| s.name == name)
-        .count()
-}
-
-async fn ports_named(c: &Clients, name: &str) -> Vec<net::Port> {
-    c.network
-        .list(&[("name", name.to_string())])
-        .await
-        .expect("ports")
 }
 
 #[test]
@@ -323,7 +224,7 @@ fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
         })
         .catch_unwind()
         .await;
-        finish(checks, &member, &server_name, &name, &osc, &id).await;
+        finish(checks, &member, &[&server_name], &name, &osc, &id).await;
     });
 }
 
@@ -373,38 +274,22 @@ fn a_crash_after_every_create_never_leaves_a_second_server_or_port() {
         })
         .catch_unwind()
         .await;
-        finish(checks, &member, &server_name, &name, &osc, &id).await;
+        finish(checks, &member, &[&server_name], &name, &osc, &id).await;
     });
 }
 
-/// Removes what a failed test left (the machine's server and port, then the
+/// Removes what a failed test left (the machines' servers and ports, then the
 /// cluster), and passes the failure on.
 async fn finish(
     checks: std::thread::Result<()>,
     member: &Clients,
-    server_name: &str,
+    server_names: &[&str],
     cluster: &str,
     osc: &OpenStackCluster,
     id: &IdentitySecret,
 ) {
     if checks.is_err() {
-        for s in member
-            .compute
-            .servers_named(&format!("^{server_name}$"))
-            .await
-            .unwrap_or_default()
-        {
-            let _ = member.compute.delete_server(&s.id).await;
-        }
-        for _ in 0..30 {
-            if servers_named(member, server_name).await == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        for p in ports_named(member, &format!("{server_name}-0")).await {
-            let _ = member.network.delete::<net::Port>(&p.id).await;
-        }
+        remove_leftovers(member, server_names).await;
     }
     drop_cluster(cluster, osc, id).await;
     if let Err(panic) = checks {
@@ -535,6 +420,123 @@ fn a_control_plane_machine_boots_from_a_volume_in_its_group_behind_the_load_bala
         })
         .catch_unwind()
         .await;
-        finish(checks, &member, &server_name, &name, &osc, &id).await;
+        finish(checks, &member, &[&server_name], &name, &osc, &id).await;
+    });
+}
+
+fn in_worker_group(name: &str) -> OpenStackMachine {
+    let mut m = machine(name);
+    m.spec.extensions = Some(stackhook::infra::api::extensions::MachineSpecExtensions {
+        server_group_policy: Some(
+            stackhook::infra::api::extensions::ServerGroupPolicyName::SoftAntiAffinity,
+        ),
+        ..Default::default()
+    });
+    m
+}
+
+fn recorded_group(osm: &OpenStackMachine) -> String {
+    osm.status
+        .as_ref()
+        .and_then(|s| s.resolved.as_ref())
+        .and_then(|r| r.server_group_id.clone())
+        .expect("a server group in status")
+}
+
+/// A machine that resolved its group in an earlier pass and has no server yet.
+fn resolved_into(name: &str, group: &str) -> OpenStackMachine {
+    let mut m = in_worker_group(name);
+    m.status = Some(OpenStackMachineStatus {
+        resolved: Some(stackhook::infra::api::types::ResolvedMachineSpec {
+            server_group_id: Some(group.to_string()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    m
+}
+
+/// The group a role's machines share goes with its last member, and Nova deletes a
+/// group whatever its members. A machine that had resolved the group before it went
+/// boots into a group made anew under the same name, never into a dangling ID; and
+/// when the last member goes while another machine boots, the booting machine ends
+/// up a member of a group that exists, whichever of the two came first.
+#[test]
+fn a_managed_group_deleted_under_a_booting_machine_is_made_anew() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("mg");
+        let osc = ready_cluster(&name, "10.64.0.0/24", &id).await;
+        let names = [
+            format!("{name}-md-0-a"),
+            format!("{name}-md-0-b"),
+            format!("{name}-md-0-c"),
+        ];
+        let group_name = format!("{name}-md-0");
+        let checks = AssertUnwindSafe(async {
+            let infra = OpenStackMachineInfra::default();
+            let scope = machine_scope(&name, &osc, false);
+            let mut a = in_worker_group(&names[0]);
+            converge_machine(&infra, &scope, &mut a, &id, false).await;
+            let first = recorded_group(&a);
+
+            // B resolved the group, then A, its only member, goes and takes it along.
+            let mut b = resolved_into(&names[1], &first);
+            delete_machine(&infra, &scope, &mut a, &id).await;
+            let err = member.compute.server_group(&first).await.unwrap_err();
+            assert!(err.is_not_found(), "{err}");
+            converge_machine(&infra, &scope, &mut b, &id, false).await;
+            let second = recorded_group(&b);
+            assert_ne!(second, first);
+            let group = member.compute.server_group(&second).await.unwrap();
+            assert_eq!(group.name, group_name);
+            let b_server = b.status.as_ref().unwrap().instance_id.clone().unwrap();
+            assert_eq!(group.members, vec![b_server]);
+
+            // C boots into B's group while B, its only member, goes.
+            let mut c = resolved_into(&names[2], &second);
+            let ((), _) = tokio::join!(
+                async {
+                    delete_machine(&infra, &scope, &mut b, &id).await;
+                },
+                converge_machine(&infra, &scope, &mut c, &id, false),
+            );
+            let third = recorded_group(&c);
+            let c_server = c.status.as_ref().unwrap().instance_id.clone().unwrap();
+            let group = member.compute.server_group(&third).await.unwrap();
+            assert_eq!(group.name, group_name);
+            assert!(group.members.contains(&c_server), "{group:?}");
+            println!(
+                "the booting machine {} the group",
+                if third == second { "kept" } else { "made anew" }
+            );
+
+            delete_machine(&infra, &scope, &mut c, &id).await;
+            let left: Vec<_> = member
+                .compute
+                .server_groups()
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|g| g.name == group_name)
+                .collect();
+            assert!(left.is_empty(), "{left:?}");
+        })
+        .catch_unwind()
+        .await;
+        if checks.is_err() {
+            for g in member.compute.server_groups().await.unwrap_or_default() {
+                if g.name == group_name {
+                    let _ = member.compute.delete_server_group(&g.id).await;
+                }
+            }
+        }
+        let servers: Vec<&str> = names.iter().map(String::as_str).collect();
+        finish(checks, &member, &servers, &name, &osc, &id).await;
     });
 }

@@ -531,6 +531,109 @@ fn server_groups_at_the_negotiated_microversion_and_pinned_to_2_63() {
     });
 }
 
+/// The member's clouds.yaml entry with `setting` added, as an operator would write it.
+fn member_with(clouds_yaml: &[u8], setting: &str) -> Clients {
+    let text = String::from_utf8(clouds_yaml.to_vec()).unwrap();
+    let entry = format!("  {}:\n", cloud::MEMBER);
+    assert!(text.contains(&entry), "no {} entry", cloud::MEMBER);
+    let text = text.replacen(&entry, &format!("{entry}    {setting}\n"), 1);
+    let config = CloudConfig::from_clouds_yaml(text.as_bytes(), cloud::MEMBER, None).unwrap();
+    Clients::new(config, None).unwrap()
+}
+
+/// `compute_default_microversion` (or a `compute_api_version` with a microversion) in
+/// the identity Secret's clouds.yaml caps what the Nova client negotiates and sends:
+/// server groups take the pre-2.64 body, and a server create that needs more than the
+/// cap is refused before it reaches Nova.
+#[test]
+fn clouds_yaml_caps_the_nova_microversion() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    let rt = runtime();
+    let plain = clients(&path);
+    let mut created = Created::default();
+    let outcome: Outcome = rt.block_on(async {
+        let uncapped = plain
+            .compute
+            .microversion()
+            .await
+            .map_err(os("negotiate"))?;
+        ensure(
+            uncapped >= POLICY_BODY,
+            format!("this Nova offers {uncapped}"),
+        )?;
+
+        let pinned = member_with(&yaml, "compute_default_microversion: \"2.63\"");
+        let at = pinned
+            .compute
+            .microversion()
+            .await
+            .map_err(os("negotiate capped"))?;
+        ensure(at == Microversion::new(2, 63), format!("negotiated {at}"))?;
+        let group = pinned
+            .compute
+            .create_server_group(
+                &unique("sg-cap"),
+                ServerGroupPolicy::SoftAntiAffinity,
+                &ServerGroupRules::default(),
+            )
+            .await
+            .map_err(os("create at the cap"))?;
+        created.server_groups.push(group.id.clone());
+        // Only the pre-2.64 answer carries `policies`; read back at the top version
+        // Nova still knows it by its single policy.
+        ensure(
+            group.policy.as_deref() == Some("soft-anti-affinity"),
+            format!("{group:?}"),
+        )?;
+        let err = pinned
+            .compute
+            .create_server_group(
+                &unique("sg-cap"),
+                ServerGroupPolicy::AntiAffinity,
+                &ServerGroupRules {
+                    max_server_per_host: Some(1),
+                },
+            )
+            .await
+            .err()
+            .ok_or("rules accepted under a 2.63 cap")?;
+        ensure(matches!(err, OsError::Invalid { .. }), format!("{err}"))?;
+
+        let client_spelling = member_with(&yaml, "compute_api_version: '2.60'");
+        let at = client_spelling
+            .compute
+            .microversion()
+            .await
+            .map_err(os("negotiate 2.60"))?;
+        ensure(at == Microversion::new(2, 60), format!("negotiated {at}"))?;
+
+        // Server tags need 2.53: under a 2.50 cap the create never leaves the client.
+        let low = member_with(&yaml, "compute_default_microversion: '2.50'");
+        let before = low.session.stats().snapshot();
+        let err = low
+            .compute
+            .create_server(json!({"name": unique("never")}), "2.53")
+            .await
+            .err()
+            .ok_or("a 2.53 create accepted under a 2.50 cap")?;
+        ensure(
+            matches!(err, OsError::Invalid { .. }) && err.to_string().contains("2.50"),
+            format!("{err}"),
+        )?;
+        let sent = low.session.stats().snapshot() - before;
+        ensure(sent.writes == 0, format!("{sent:?}"))?;
+        Ok(())
+    });
+    let leftovers = rt.block_on(created.clean(&plain));
+    if let Err(e) = outcome {
+        panic!("{e} (cleanup errors: {leftovers:?})");
+    }
+    assert!(leftovers.is_empty(), "cleanup failed: {leftovers:?}");
+}
+
 #[test]
 fn server_boots_from_a_volume_into_a_server_group() {
     run_with_cleanup("boot from volume", |c, created| {

@@ -842,6 +842,16 @@ impl Compute for Nova {
 
     async fn create_server(&self, body: Value, microversion: &str) -> Result<String, OsError> {
         let path = "/servers";
+        if let (Some(cap), Some(wanted)) =
+            (self.max_microversion, Microversion::parse(microversion))
+        {
+            if wanted > cap {
+                return Err(invalid(format!(
+                    "this server needs Nova microversion {wanted} (server tags or device tags), \
+                     above the cap {cap} this cloud's configuration sets"
+                )));
+            }
+        }
         let body = server_envelope(body);
         let v = self
             .call(Method::POST, path, &[], Some(&body), microversion)

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use secrecy::SecretString;
 use serde::Deserialize;
 
+use crate::compute::{Microversion, BASE, MICROVERSION_2_1};
 use crate::error::OsError;
 
 /// How to authenticate. `Debug` shows who, never the password or secret.
@@ -56,6 +57,11 @@ pub struct CloudConfig {
     /// Service type (`network`, `load-balancer`...) to a URL that replaces
     /// the catalog's, from `<service>_endpoint_override` keys.
     pub endpoint_overrides: BTreeMap<String, String>,
+    /// The highest Nova microversion to send, from `compute_default_microversion`
+    /// (openstacksdk's key) or a `compute_api_version` with a microversion
+    /// (`"2.63"`, as the OpenStack client reads it). Clouds whose Nova must not
+    /// see newer bodies (Magnum's management cloud pins 2.63) set it.
+    pub compute_max_microversion: Option<Microversion>,
 }
 
 #[derive(Deserialize)]
@@ -212,7 +218,9 @@ impl CloudConfig {
                 Some((service.replace('_', "-"), v.as_str()?.to_owned()))
             })
             .collect();
+        let compute_max_microversion = compute_cap(cloud, &raw.rest)?;
         Ok(Self {
+            compute_max_microversion,
             auth_url,
             auth,
             region: region
@@ -224,6 +232,56 @@ impl CloudConfig {
             endpoint_overrides,
         })
     }
+}
+
+/// The Nova microversion cap of one cloud entry. `compute_default_microversion`
+/// always names a microversion; `compute_api_version` may also name the API
+/// itself (`2`, `2.1`), which sets no cap. Unquoted numbers other than those
+/// two are refused: YAML reads `2.60` as the number 2.6.
+fn compute_cap(
+    cloud: &str,
+    rest: &BTreeMap<String, serde_json::Value>,
+) -> Result<Option<Microversion>, OsError> {
+    let (key, value) = match (
+        rest.get("compute_default_microversion"),
+        rest.get("compute_api_version"),
+    ) {
+        (Some(v), _) => ("compute_default_microversion", v),
+        (None, Some(v)) => ("compute_api_version", v),
+        (None, None) => return Ok(None),
+    };
+    let api_version = key == "compute_api_version";
+    let text = match value {
+        serde_json::Value::String(s) => s.trim().to_owned(),
+        serde_json::Value::Number(n) if api_version && (n.as_u64() == Some(2) || n.as_f64() == Some(2.1)) => {
+            return Ok(None)
+        }
+        serde_json::Value::Number(n) => {
+            return Err(OsError::Config(format!(
+                "cloud {cloud:?}: {key} {n} must be quoted (\"2.60\"): as a YAML number 2.60 reads as 2.6"
+            )))
+        }
+        other => {
+            return Err(OsError::Config(format!(
+                "cloud {cloud:?}: {key} must be a microversion such as \"2.63\", not {other}"
+            )))
+        }
+    };
+    if api_version && (text == "2" || text == "2.1") {
+        return Ok(None);
+    }
+    let Some(v) = Microversion::parse(&text).filter(|v| v.major == 2) else {
+        return Err(OsError::Config(format!(
+            "cloud {cloud:?}: {key} {text:?} is not a Nova microversion such as \"2.63\""
+        )));
+    };
+    if v < BASE {
+        return Err(OsError::Config(format!(
+            "cloud {cloud:?}: {key} {v} is below {BASE}, the lowest Nova microversion used here"
+        )));
+    }
+    debug_assert!(v > MICROVERSION_2_1);
+    Ok(Some(v))
 }
 
 /// Parses clouds.yaml. The error names the problem and its line and
@@ -322,6 +380,61 @@ clouds:
             c.endpoint_overrides.get("network").map(String::as_str),
             Some("http://127.0.0.1:9999")
         );
+    }
+
+    fn cap(extra: &str) -> Result<Option<Microversion>, OsError> {
+        let yaml = format!(
+            "clouds:\n  c:\n    auth: {{auth_url: https://k, username: u, password: p}}\n{extra}"
+        );
+        CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None)
+            .map(|c| c.compute_max_microversion)
+    }
+
+    #[test]
+    fn compute_microversion_cap_from_either_key() {
+        assert_eq!(cap("").unwrap(), None);
+        assert_eq!(
+            cap("    compute_default_microversion: \"2.63\"\n").unwrap(),
+            Some(Microversion::new(2, 63))
+        );
+        assert_eq!(
+            cap("    compute_api_version: '2.60'\n").unwrap(),
+            Some(Microversion::new(2, 60))
+        );
+        // openstacksdk's key wins over the client's.
+        assert_eq!(
+            cap("    compute_api_version: '2.70'\n    compute_default_microversion: '2.63'\n")
+                .unwrap(),
+            Some(Microversion::new(2, 63))
+        );
+        // The API itself, not a microversion.
+        for api in ["2", "'2'", "2.1", "'2.1'"] {
+            assert_eq!(
+                cap(&format!("    compute_api_version: {api}\n")).unwrap(),
+                None,
+                "{api}"
+            );
+        }
+    }
+
+    #[test]
+    fn compute_microversion_cap_refuses_what_it_cannot_honour() {
+        for (extra, says) in [
+            ("    compute_api_version: 2.60\n", "must be quoted"),
+            ("    compute_default_microversion: '2.20'\n", "below 2.38"),
+            ("    compute_default_microversion: '2.1'\n", "below 2.38"),
+            (
+                "    compute_default_microversion: latest\n",
+                "not a Nova microversion",
+            ),
+            (
+                "    compute_default_microversion: '3.0'\n",
+                "not a Nova microversion",
+            ),
+        ] {
+            let err = cap(extra).unwrap_err().to_string();
+            assert!(err.contains(says), "{extra}: {err}");
+        }
     }
 
     #[test]

@@ -81,12 +81,17 @@ impl Clients {
     /// Builds the clients without contacting the cloud: the first request
     /// authenticates. `cacert` replaces the system roots when given.
     pub fn new(config: CloudConfig, cacert: Option<&[u8]>) -> Result<Self, OsError> {
+        let cap = config.compute_max_microversion;
         let session = Arc::new(Session::new(config, cacert)?);
+        let mut compute = compute::Nova::new(session.clone());
+        if let Some(max) = cap {
+            compute = compute.with_max_microversion(max);
+        }
         Ok(Self {
             identity: identity::Keystone::new(session.clone()),
             network: networking::Neutron::new(session.clone()),
             load_balancer: loadbalancing::Octavia::new(session.clone()),
-            compute: compute::Nova::new(session.clone()),
+            compute,
             image: image::Glance::new(session.clone()),
             block_storage: blockstorage::Cinder::new(session.clone()),
             session,

@@ -813,6 +813,7 @@ impl FakeCloud {
                 interface: "public".into(),
                 verify: true,
                 endpoint_overrides: BTreeMap::new(),
+                compute_max_microversion: None,
             },
             state: Mutex::new(st),
         }

@@ -50,6 +50,42 @@ pub const SERVER_REQUEUE: Duration = Duration::from_secs(5);
 pub struct OpenStackMachineInfra<C = ClientCache> {
     clouds: C,
     reserve: ReservePolicy,
+    groups: GroupLocks,
+}
+
+/// One lock per managed server group (by cloud, project and name), shared by all
+/// reconciles of the process. Nova lets a group be deleted with members in it, so a
+/// machine deleting the group's last member and one booting into it must not
+/// interleave: the one deleting checks for members and deletes under the lock, the
+/// one booting checks that the group still exists and creates its server under it.
+#[derive(Default)]
+pub struct GroupLocks {
+    locks: std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl GroupLocks {
+    fn get(&self, key: String) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(key).or_default().clone()
+    }
+}
+
+/// The cloud and project a client set works in, for keying per-project locks.
+fn project_key(config: &stackhook_openstack::CloudConfig) -> String {
+    use stackhook_openstack::config::AuthMethod;
+    let who = match &config.auth {
+        AuthMethod::Password {
+            project,
+            project_domain,
+            ..
+        } => format!("{project:?}/{project_domain:?}"),
+        AuthMethod::ApplicationCredential { credential, .. } => format!("{credential:?}"),
+    };
+    format!(
+        "{} {} {who}",
+        config.auth_url,
+        config.region.as_deref().unwrap_or_default()
+    )
 }
 
 impl OpenStackMachineInfra {
@@ -69,6 +105,7 @@ impl<C: CloudSource> OpenStackMachineInfra<C> {
         Self {
             clouds,
             reserve: ReservePolicy::default(),
+            groups: GroupLocks::default(),
         }
     }
 
@@ -95,7 +132,7 @@ impl<C: CloudSource> MachineInfra for OpenStackMachineInfra<C> {
         sink: &impl StatusSink<OpenStackMachineStatus>,
     ) -> Result<MachineOutcome, InfraError> {
         let clients = self.clients_for(identity)?;
-        let mut pass = MachinePass::new(&*clients, scope, machine, sink);
+        let mut pass = MachinePass::new(&*clients, scope, machine, sink, &self.groups);
         match pass.run(identity, &self.reserve).await {
             Err(InfraError::User { reason, message }) => {
                 pass.status
@@ -121,7 +158,7 @@ impl<C: CloudSource> MachineInfra for OpenStackMachineInfra<C> {
         sink: &impl StatusSink<OpenStackMachineStatus>,
     ) -> Result<DeleteProgress, InfraError> {
         let clients = self.clients_for(identity)?;
-        let mut pass = MachinePass::new(&*clients, scope, machine, sink);
+        let mut pass = MachinePass::new(&*clients, scope, machine, sink, &self.groups);
         pass.delete_all().await
     }
 }
@@ -202,6 +239,7 @@ struct MachinePass<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> {
     initial: OpenStackMachineStatus,
     sink: &'a S,
     requeue: Option<Duration>,
+    groups: &'a GroupLocks,
 }
 
 impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a, C, S> {
@@ -210,6 +248,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         scope: &'a MachineScope,
         machine: &'a OpenStackMachine,
         sink: &'a S,
+        groups: &'a GroupLocks,
     ) -> Self {
         let names = ClusterNames::new(scope.namespace.clone(), scope.cluster_name.clone());
         let owner = owner_tag(&names);
@@ -238,6 +277,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             initial: machine.status.clone().unwrap_or_default(),
             sink,
             requeue: None,
+            groups,
         }
     }
 
@@ -382,6 +422,12 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             );
         }
         if resolved.server_group_id.is_none() {
+            // Two machines of a role finding no group must not both create one.
+            let lock = self.managed_group_lock();
+            let _creating = match &lock {
+                Some(l) => Some(l.lock().await),
+                None => None,
+            };
             resolved.server_group_id = self.resolve_server_group().await?;
         }
         let flavors = self
@@ -711,6 +757,16 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 "BootstrapDataMissing",
                 "no bootstrap data to boot with",
             ));
+        };
+        // Held until Nova has the server as a member of the group.
+        let group_lock = self.managed_group_lock();
+        let _member = match &group_lock {
+            Some(lock) => {
+                let guard = lock.lock().await;
+                self.confirm_managed_group().await?;
+                Some(guard)
+            }
+            None => None,
         };
         let resolved = self.status.resolved.clone().unwrap_or_default();
         let mut metadata: BTreeMap<String, String> = self
@@ -1177,19 +1233,65 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
 }
 
 impl<C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'_, C, S> {
-    /// The group this machine's role shares goes with its last member. A machine
-    /// resolving it at the same moment gets a 404 on create and resolves it anew.
-    async fn delete_managed_group_if_empty(&self) -> Result<(), InfraError> {
-        let managed = self.spec.server_group.is_none()
+    /// Whether this machine's group is the one its role shares, which we create and
+    /// delete (not one `spec.serverGroup` names).
+    fn group_is_managed(&self) -> bool {
+        self.spec.server_group.is_none()
             && self
                 .spec
                 .extensions
                 .as_ref()
-                .is_some_and(|e| e.server_group_policy.is_some());
-        if !managed {
+                .is_some_and(|e| e.server_group_policy.is_some())
+    }
+
+    fn group_key(&self, name: &str) -> String {
+        format!("{} {name}", project_key(self.clients.config()))
+    }
+
+    /// The lock of the managed group this machine boots into, if it has one.
+    fn managed_group_lock(&self) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        self.group_is_managed()
+            .then(|| self.groups.get(self.group_key(&self.managed_group_name())))
+    }
+
+    /// The managed group recorded in status, still there; else (deleted with its
+    /// last member since this machine resolved it) found or created anew and
+    /// recorded. Called under the group's lock, right before the server create.
+    async fn confirm_managed_group(&mut self) -> Result<(), InfraError> {
+        let recorded = self
+            .status
+            .resolved
+            .as_ref()
+            .and_then(|r| r.server_group_id.clone());
+        if let Some(id) = &recorded {
+            match self.clients.compute().server_group(id).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.is_not_found() => {
+                    tracing::info!(group = %id, "the server group is gone; resolving it anew");
+                }
+                Err(e) => return Err(os("ServerGroupNotFound", e)),
+            }
+        }
+        let id = self.resolve_server_group().await?;
+        if id != recorded {
+            self.status
+                .resolved
+                .get_or_insert_with(Default::default)
+                .server_group_id = id;
+            self.save().await?;
+        }
+        Ok(())
+    }
+
+    /// The group this machine's role shares goes with its last member, under the
+    /// group's lock so that no machine boots into it meanwhile.
+    async fn delete_managed_group_if_empty(&self) -> Result<(), InfraError> {
+        if !self.group_is_managed() {
             return Ok(());
         }
         let name = self.managed_group_name();
+        let lock = self.groups.get(self.group_key(&name));
+        let _no_new_members = lock.lock().await;
         let nova = self.clients.compute();
         let groups = nova
             .server_groups()
