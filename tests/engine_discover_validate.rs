@@ -293,3 +293,87 @@ fn each_pack_checks_only_its_own_variables_in_a_shared_request() {
         ("Success".to_string(), String::new())
     );
 }
+
+/// A pack's `validations`: rules over several variables, `self` holding one field per
+/// variable; a rule's `fieldPath` names the variable the failure is reported on.
+const LB_PACK: &str = r#"
+name: lb
+variables:
+- name: floatingIP
+  required: true
+  schema: {openAPIV3Schema: {type: string}}
+- name: noFloatingIP
+  required: true
+  schema: {openAPIV3Schema: {type: boolean}}
+- name: size
+  schema: {openAPIV3Schema: {type: integer, default: 1}}
+validations:
+- rule: "!self.noFloatingIP || self.floatingIP == ''"
+  message: no floating IP address without a floating IP
+  reason: FieldValueForbidden
+  fieldPath: .floatingIP
+- rule: "self.size < 10 || self.floatingIP != ''"
+  message: large ones need a floating IP
+"#;
+
+fn validate_lb(global: Value, items: Value) -> String {
+    let e = PackEngine::from_sources(vec![("lb.yaml".into(), LB_PACK.into())])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let req: ValidateTopologyRequest =
+        serde_json::from_value(json!({"variables": global, "items": items})).unwrap();
+    let r = serde_json::to_value(e.validate_topology("lb-validate-topology", &req)).unwrap();
+    r["message"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn pack_validations_see_every_variable_at_once() {
+    let vars = |ip: &str, off: bool| json!([{"name": "floatingIP", "value": ip}, {"name": "noFloatingIP", "value": off}]);
+    assert_eq!(validate_lb(vars("", true), json!([])), "");
+    assert_eq!(validate_lb(vars("192.0.2.1", false), json!([])), "");
+    assert_eq!(
+        validate_lb(vars("192.0.2.1", true), json!([])),
+        r#"pack "lb": 1 invalid variable value(s): variables[floatingIP]: Forbidden: no floating IP address without a floating IP"#
+    );
+    // Without a required variable (the request may carry another patch's variables)
+    // the rules do not run; defaults are applied before they do.
+    assert_eq!(
+        validate_lb(json!([{"name": "noFloatingIP", "value": true}]), json!([])),
+        ""
+    );
+    // An override of one MachineDeployment is checked with the Cluster's values; a
+    // failure the Cluster's values already have is reported once.
+    let md = json!({
+        "holderReference": {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                            "namespace": "ns", "name": "c1-md-0", "fieldPath": "spec.template.spec.infrastructureRef"},
+        "object": {"apiVersion": "x/v1", "kind": "I", "spec": {}},
+        "variables": [{"name": "size", "value": 20}]
+    });
+    assert_eq!(
+        validate_lb(vars("", false), json!([md])),
+        r#"pack "lb": 1 invalid variable value(s): MachineDeployment c1-md-0: variables: Invalid value: large ones need a floating IP"#
+    );
+    assert_eq!(
+        validate_lb(vars("192.0.2.1", true), json!([md])),
+        r#"pack "lb": 1 invalid variable value(s): variables[floatingIP]: Forbidden: no floating IP address without a floating IP"#
+    );
+}
+
+#[test]
+fn pack_validations_are_checked_when_the_pack_loads() {
+    let broken = LB_PACK
+        .replace("fieldPath: .floatingIP", "fieldPath: .floatingAddress")
+        .replace("self.size < 10", "isSmall(self.size)");
+    let err = PackEngine::from_sources(vec![("lb.yaml".into(), broken)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "validations[0].fieldPath: fieldPath does not refer to a field of this schema"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("validations[1].rule: CEL rule does not compile"),
+        "{err}"
+    );
+}

@@ -209,6 +209,7 @@ fn embedded_packs_load_and_are_served() {
         [
             "generate-patches",
             "cilium-generate-patches",
+            "magnum-v1-generate-patches",
             "openstack-generate-patches"
         ]
     );

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::rules::Rule;
 use super::schema::{self, CompiledSchema};
 use super::template::{self, Template};
 use super::yaml;
@@ -85,6 +86,10 @@ pub struct Pack {
     /// The file it came from, for messages.
     pub file: String,
     pub variables: Vec<PackVariable>,
+    /// Rules over several variables at once (`validations`): `self` is an object with
+    /// one field per variable of the pack. CAPI's variable schemas cannot say "this
+    /// one only without that one", so these run in the pack's ValidateTopology only.
+    pub validations: Vec<Rule>,
     pub patches: Vec<PackPatch>,
 }
 
@@ -187,6 +192,8 @@ struct RawPack {
     description: String,
     #[serde(default)]
     variables: Vec<RawVariable>,
+    #[serde(default)]
+    validations: Vec<Value>,
     #[serde(default)]
     patches: Vec<RawPatch>,
 }
@@ -384,6 +391,7 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
 
     let mut names = BTreeSet::new();
     let mut variables = Vec::new();
+    let declared = raw.variables.len();
     for (i, v) in raw.variables.into_iter().enumerate() {
         let place = format!("variables[{i}]");
         if v.name.is_empty() {
@@ -442,6 +450,14 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
             });
         }
     }
+
+    let validations = if variables.len() == declared {
+        check_validations(&raw.validations, &variables, p)
+    } else {
+        // A variable that does not compile is reported already; rules over it would
+        // only add noise.
+        Vec::new()
+    };
 
     let mut patch_names = BTreeSet::new();
     let mut patches = Vec::new();
@@ -531,8 +547,50 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
         description: raw.description,
         file: file.to_string(),
         variables,
+        validations,
         patches,
     }
+}
+
+/// The schema `self` has in a pack's `validations`: an object with one field per
+/// variable, the required ones required.
+pub fn validations_schema(variables: &[PackVariable]) -> Value {
+    let properties: serde_json::Map<String, Value> = variables
+        .iter()
+        .map(|v| (v.name.clone(), v.schema.clone()))
+        .collect();
+    let required: Vec<Value> = variables
+        .iter()
+        .filter(|v| v.required)
+        .map(|v| Value::String(v.name.clone()))
+        .collect();
+    serde_json::json!({"type": "object", "properties": properties, "required": required})
+}
+
+fn check_validations(
+    entries: &[Value],
+    variables: &[PackVariable],
+    p: &mut Problems<'_>,
+) -> Vec<Rule> {
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let node = validations_schema(variables);
+    let mut rules = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        match Rule::compile(entry, &node) {
+            Ok(rule) => rules.push(rule),
+            Err(problems) => {
+                for problem in problems {
+                    p.add(
+                        format!("validations[{i}]{}", problem.field),
+                        problem.describe(None),
+                    );
+                }
+            }
+        }
+    }
+    rules
 }
 
 /// Handler names end up in URL paths and ExtensionConfig names: DNS-1123 labels.
