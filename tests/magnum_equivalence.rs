@@ -17,6 +17,7 @@ use stackhook::engine::clusterclass::{Cluster, ClusterClass};
 use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::render::{self, Inputs, Templates};
 use stackhook::sdk::topology::ValidateTopologyRequest;
+use stackhook::sdk::CapiVersion;
 
 const DRIVER_CLASS: &str = "magnum-v0.38.2";
 const OUR_CLASS: &str = "magnum-compatible-v1";
@@ -83,6 +84,8 @@ fn inputs(cluster: &Value, class: &str) -> Inputs {
             c.ours.clone()
         },
         templates: c.templates.clone(),
+        // The Magnum management cluster's CAPI (v1.10.4).
+        capi: CapiVersion::OLDEST,
     }
 }
 

@@ -224,7 +224,7 @@ fn every_example_validates() {
             .replace("name: dev-test\n", "name: dev-test-external\n"),
     )
     .unwrap();
-    let cilium = root().join("clusterclasses/examples/openstack-cilium-cluster.yaml");
+    let cilium = root().join("tests/fixtures/classes/openstack-cilium-cluster.yaml");
     let fixtures = root().join("tests/fixtures/packs");
     let cases: [(&Path, &str, &[&str], &[&str]); 3] = [
         (
@@ -235,13 +235,13 @@ fn every_example_validates() {
         ),
         (
             &external,
-            "clusterclasses/dev-test-external.yaml",
+            "tests/fixtures/classes/dev-test-external.yaml",
             &["--extensions", fixtures.to_str().unwrap()],
             &["1.11", "1.14"],
         ),
         (
             &cilium,
-            "clusterclasses/openstack-cilium-v1beta1.yaml",
+            "tests/fixtures/classes/openstack-cilium-v1beta1.yaml",
             &[],
             &["1.10", "1.11", "1.12", "1.13", "1.14"],
         ),
@@ -250,7 +250,12 @@ fn every_example_validates() {
         for v in versions {
             let mut args = extra.to_vec();
             args.extend(["--capi-version", v]);
-            let out = validate(cluster, class, &root().join("templates"), &args);
+            let templates = if class.contains("openstack-cilium") {
+                root().join("tests/fixtures/classes")
+            } else {
+                root().join("templates")
+            };
+            let out = validate(cluster, class, &templates, &args);
             assert!(
                 out.status.success(),
                 "{class} at {v}: {}",
