@@ -211,12 +211,35 @@ spec:
     );
 }
 
+/// clusterctl's `${NAME}` and `${NAME:=default}`, for the examples that use them.
+fn substitute(text: &str, given: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = start + rest[start..].find('}').unwrap();
+        let inner = &rest[start + 2..end];
+        let (name, default) = inner.split_once(":=").unwrap_or((inner, ""));
+        let value = given
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(default, |(_, v)| v);
+        out.push_str(value);
+        rest = &rest[end + 1..];
+    }
+    out + rest
+}
+
 /// Every example Cluster validates, at every CAPI release its apiVersion exists in.
 #[test]
 fn every_example_validates() {
-    let dev_test = root().join("clusterclasses/examples/dev-test-cluster.yaml");
     let dir = tempfile::tempdir().unwrap();
-    let external = dir.path().join("cluster.yaml");
+    let all = ["1.10", "1.11", "1.12", "1.13", "1.14"];
+    let from_1_11 = &all[1..];
+    let fixtures = root().join("tests/fixtures");
+    let packs = fixtures.join("packs");
+    let dev_test = root().join("clusterclasses/examples/dev-test-cluster.yaml");
+    let external = dir.path().join("dev-test-external.yaml");
     std::fs::write(
         &external,
         std::fs::read_to_string(&dev_test)
@@ -224,41 +247,65 @@ fn every_example_validates() {
             .replace("name: dev-test\n", "name: dev-test-external\n"),
     )
     .unwrap();
-    let cilium = root().join("tests/fixtures/classes/openstack-cilium-cluster.yaml");
-    let fixtures = root().join("tests/fixtures/packs");
-    let cases: [(&Path, &str, &[&str], &[&str]); 3] = [
+    let mut cases: Vec<(PathBuf, &str, PathBuf, Vec<&str>, &[&str])> = vec![
         (
-            &dev_test,
+            dev_test,
             "clusterclasses/dev-test.yaml",
-            &[],
-            &["1.11", "1.12", "1.13", "1.14"],
+            root().join("templates"),
+            vec![],
+            from_1_11,
         ),
         (
-            &external,
+            external,
             "tests/fixtures/classes/dev-test-external.yaml",
-            &["--extensions", fixtures.to_str().unwrap()],
-            &["1.11", "1.14"],
+            root().join("templates"),
+            vec!["--extensions", packs.to_str().unwrap()],
+            from_1_11,
         ),
         (
-            &cilium,
+            fixtures.join("classes/openstack-cilium-cluster.yaml"),
             "tests/fixtures/classes/openstack-cilium-v1beta1.yaml",
-            &[],
-            &["1.10", "1.11", "1.12", "1.13", "1.14"],
+            fixtures.join("classes"),
+            vec![],
+            &all,
         ),
     ];
-    for (cluster, class, extra, versions) in cases {
-        for v in versions {
-            let mut args = extra.to_vec();
+    for example in [
+        "openstack-kubeadm-minimal.yaml",
+        "openstack-kubeadm-ha.yaml",
+        "openstack-kubeadm-keepalived.yaml",
+    ] {
+        let text =
+            std::fs::read_to_string(root().join("clusterclasses/examples").join(example)).unwrap();
+        let text = substitute(
+            &text,
+            &[
+                ("CLUSTER_NAME", "c1"),
+                (
+                    "OPENSTACK_EXTERNAL_NETWORK_ID",
+                    "0a9b7d2c-5e1f-4c3a-9b8d-6f2e1a3c4d5e",
+                ),
+            ],
+        );
+        let f = dir.path().join(example);
+        std::fs::write(&f, text).unwrap();
+        cases.push((
+            f,
+            "clusterclasses/openstack-kubeadm/base/clusterclass.yaml",
+            root().join("templates/openstack-kubeadm"),
+            vec![],
+            &all,
+        ));
+    }
+    for (cluster, class, templates, extra, versions) in &cases {
+        for v in *versions {
+            let mut args = extra.clone();
             args.extend(["--capi-version", v]);
-            let templates = if class.contains("openstack-cilium") {
-                root().join("tests/fixtures/classes")
-            } else {
-                root().join("templates")
-            };
-            let out = validate(cluster, class, &templates, &args);
+            let out = validate(cluster, class, templates, &args);
             assert!(
                 out.status.success(),
-                "{class} at {v}: {}",
+                "{} at {v}: {}",
+                cluster.display(),
                 text(&out.stderr)
             );
             assert!(text(&out.stdout).contains(": valid for ClusterClass "));
