@@ -1388,12 +1388,13 @@ pub fn first_request(
     Ok(plan.request(patch_name, &settings))
 }
 
-/// Every problem `render` would stop at, and every rendered object's misfits with its
-/// CRD (the built-in ones), as `<field path>: <message>` lines; empty when the Cluster
-/// renders into objects that fit.
+/// Every problem `render` would stop at, as `<field path>: <message>` lines; empty when
+/// the Cluster renders. The rendered objects are not checked against CRDs here: that
+/// needs a set of schemas, see [`validate_with`].
 pub fn validate(inputs: &Inputs, engine: &dyn PatchEngine) -> Vec<String> {
-    match crds::Schemas::built_in() {
-        Ok(schemas) => validate_with(inputs, engine, &schemas).problems,
+    match render(inputs, engine) {
+        Ok(_) => Vec::new(),
+        Err(RenderError::Invalid(p)) => p,
         Err(e) => vec![e.to_string()],
     }
 }
@@ -1408,7 +1409,8 @@ pub struct Report {
     pub unchecked: Vec<String>,
 }
 
-/// [`validate`] against the CRDs of `schemas`.
+/// [`validate`], then every rendered object against its CRD in `schemas` (what
+/// `stackhook validate` runs, with [`crds::Schemas::built_in`] and `--crds`).
 pub fn validate_with(inputs: &Inputs, engine: &dyn PatchEngine, schemas: &crds::Schemas) -> Report {
     let objects = match render(inputs, engine) {
         Ok(o) => o,
