@@ -210,7 +210,10 @@ fn embedded_packs_load_and_are_served() {
             "generate-patches",
             "cilium-generate-patches",
             "magnum-v1-generate-patches",
-            "openstack-generate-patches"
+            "networking-v1-generate-patches",
+            "openstack-generate-patches",
+            "openstack-v1-generate-patches",
+            "vip-v1-generate-patches"
         ]
     );
 }
