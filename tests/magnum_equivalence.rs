@@ -72,7 +72,12 @@ fn default_cluster() -> Value {
     fixture_clusters().remove(0)
 }
 
+/// Magnum's management clusters run CAPI 1.10 (ClusterClass v1beta1).
 fn inputs(cluster: &Value, class: &str) -> Inputs {
+    inputs_at(cluster, class, CapiVersion::OLDEST)
+}
+
+fn inputs_at(cluster: &Value, class: &str, capi: CapiVersion) -> Inputs {
     let c = classes();
     let mut cluster = cluster.clone();
     cluster["spec"]["topology"]["class"] = json!(class);
@@ -84,15 +89,18 @@ fn inputs(cluster: &Value, class: &str) -> Inputs {
             c.ours.clone()
         },
         templates: c.templates.clone(),
-        // The Magnum management cluster's CAPI (v1.10.4).
-        capi: CapiVersion::OLDEST,
+        capi,
     }
 }
 
 /// The objects, with the cloned-from annotation (the only trace of the class's
 /// template names) checked and taken out.
 fn render_with(cluster: &Value, class: &str) -> Vec<Value> {
-    let mut objs = render::render(&inputs(cluster, class), engine())
+    render_at(cluster, class, CapiVersion::OLDEST)
+}
+
+fn render_at(cluster: &Value, class: &str, capi: CapiVersion) -> Vec<Value> {
+    let mut objs = render::render(&inputs_at(cluster, class, capi), engine())
         .unwrap_or_else(|e| panic!("{class}: {e}"));
     for o in &mut objs {
         let ann = o["metadata"]["annotations"].as_object_mut().unwrap();
@@ -141,10 +149,17 @@ fn assert_same_objects(driver: &[Value], ours: &[Value], what: &str) {
 
 #[test]
 fn the_driver_s_clusters_render_the_same_with_its_class_and_with_the_pack() {
-    for cluster in fixture_clusters() {
-        let name = cluster["metadata"]["name"].as_str().unwrap().to_string();
-        let driver = render_with(&cluster, DRIVER_CLASS);
-        let ours = render_with(&cluster, OUR_CLASS);
+    // Magnum runs on CAPI 1.10; the driver's tests use 1.13: every release agrees.
+    for (cluster, capi) in fixture_clusters()
+        .into_iter()
+        .flat_map(|c| CapiVersion::supported().map(move |v| (c.clone(), v)))
+    {
+        let name = format!(
+            "{} (CAPI {capi:?})",
+            cluster["metadata"]["name"].as_str().unwrap()
+        );
+        let driver = render_at(&cluster, DRIVER_CLASS, capi);
+        let ours = render_at(&cluster, OUR_CLASS, capi);
         let mds = cluster["spec"]["topology"]["workers"]["machineDeployments"]
             .as_array()
             .unwrap()
@@ -811,11 +826,12 @@ fn each_variable_changes_the_fields_the_driver_s_class_changes_and_no_others() {
     }
 }
 
-/// The one place the pack knowingly differs: the driver pastes apiServerSANs into a
-/// YAML template unquoted, so a wildcard name (`*` starts a YAML alias) breaks its
-/// render; the pack quotes each name.
+/// Where the pack knowingly differs. The driver pastes apiServerSANs into a YAML
+/// template unquoted, so a wildcard name (`*` starts a YAML alias) breaks its render;
+/// the pack quotes each name. A boot volume without a type: the driver writes
+/// `type: null`, which the API server prunes; the pack leaves it out.
 #[test]
-fn a_wildcard_san_renders_with_the_pack_where_the_driver_s_template_fails() {
+fn where_the_pack_knowingly_differs_from_the_driver_s_class() {
     let cluster = case("wildcard")
         .set(
             "apiServerSANs",
@@ -837,6 +853,25 @@ fn a_wildcard_san_renders_with_the_pack_where_the_driver_s_template_fails() {
         .unwrap()[4..],
         [json!("*.apps.example.com"), json!("api.example.com")]
     );
+
+    let cluster = case("untyped boot volume")
+        .set("bootVolume", json!({"size": 10, "type": ""}))
+        .cluster_yaml();
+    let driver = render_with(&cluster, DRIVER_CLASS);
+    let ours = render_with(&cluster, OUR_CLASS);
+    let root_volume = format!("{SPEC}/rootVolume");
+    assert_eq!(
+        get(&driver, Obj::CpOsmt, &root_volume),
+        json!({"type": null, "sizeGiB": 10})
+    );
+    assert_eq!(
+        get(&ours, Obj::CpOsmt, &root_volume),
+        json!({"sizeGiB": 10})
+    );
+    let mut pruned = driver.clone();
+    let i = index_of(&pruned, Obj::CpOsmt);
+    edit(&mut pruned[i], &format!("{root_volume}/type"), None);
+    assert_same_objects(&pruned, &ours, "untyped boot volume");
 }
 
 // ---- refusals ------------------------------------------------------------------------
@@ -862,6 +897,7 @@ fn values_the_driver_cannot_mean_are_refused_with_their_field_paths() {
         .set("containerdConfig", json!("version = 2"))
         .set("clusterIdentityRefName", json!("Cloud Config"))
         .set("dockerVolumeSize", json!(-5))
+        .set("dnsNameservers", json!(["8.8.8.8", ""]))
         .worker("imageUUID", json!("ubuntu-22.04"))
         .worker("bootVolume", json!({"size": 10}));
     let problems = render::validate(&inputs(&bad.cluster_yaml(), OUR_CLASS), engine());
@@ -881,12 +917,13 @@ fn values_the_driver_cannot_mean_are_refused_with_their_field_paths() {
         r#"spec.topology.variables[containerdConfig].value: "version = 2" does not match"#,
         r#"spec.topology.variables[clusterIdentityRefName].value: "Cloud Config" does not match"#,
         "spec.topology.variables[dockerVolumeSize].value: -5 is less than the minimum of 0",
+        r#"spec.topology.variables[dnsNameservers].value[1]: "" is shorter than 1 character"#,
         r#"spec.topology.workers.machineDeployments[0].variables.overrides[imageUUID].value: "ubuntu-22.04" is not a "uuid""#,
         r#"spec.topology.workers.machineDeployments[0].variables.overrides[bootVolume].value: "type" is a required property"#,
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert_eq!(problems.len(), 16, "{text}");
+    assert_eq!(problems.len(), 17, "{text}");
 
     // Combinations no single variable's schema can refuse: the pack's ValidateTopology.
     let contradictory = case("contradictions")
