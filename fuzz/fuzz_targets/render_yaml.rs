@@ -53,6 +53,7 @@ fuzz_target!(|data: &[u8]| {
             cluster,
             class,
             templates,
+            capi: stackhook::sdk::CapiVersion::NEWEST,
         };
         if let Ok(objects) = render::render(&inputs, engine()) {
             let _ = render::to_yaml(&objects);
