@@ -149,7 +149,11 @@ fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
             assert_eq!(server.status, "ACTIVE");
             assert_eq!(server.name, server_name);
             assert_eq!(server.availability_zone.as_deref(), Some("az2"));
-            let user_data = server.user_data.expect("user_data (admin view)");
+            let user_data = server
+                .user_data
+                .expect("user_data (admin view)")
+                .expose()
+                .to_string();
             assert_eq!(
                 data_encoding::BASE64.decode(user_data.as_bytes()).unwrap(),
                 BOOTSTRAP

@@ -1016,7 +1016,14 @@ async fn machine_case(
     assert_eq!(server.availability_zone.as_deref(), Some("az1"));
     assert_eq!(
         data_encoding::BASE64
-            .decode(server.user_data.unwrap_or_default().as_bytes())
+            .decode(
+                server
+                    .user_data
+                    .as_ref()
+                    .map(|u| u.expose())
+                    .unwrap_or_default()
+                    .as_bytes()
+            )
             .unwrap(),
         data.as_bytes()
     );

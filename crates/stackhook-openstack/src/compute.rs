@@ -341,6 +341,24 @@ pub struct ServerAddress {
     pub kind: Option<String>,
 }
 
+/// A server's base64 user data as Nova returns it; `Debug` shows only its size.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct UserData(String);
+
+impl UserData {
+    /// The base64 text, for the one caller that means to read it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for UserData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UserData([{} bytes redacted])", self.0.len())
+    }
+}
+
 /// Why Nova put a server in ERROR, for the condition message.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct ServerFault {
@@ -371,9 +389,10 @@ pub struct Server {
     /// The zone Nova placed it in (asked or chosen).
     #[serde(default, rename = "OS-EXT-AZ:availability_zone")]
     pub availability_zone: Option<String>,
-    /// Base64 user data; shown to admins only.
+    /// Base64 user data; shown to admins only. It holds the node's bootstrap
+    /// secrets (join tokens, certificates), so `Debug` never prints it.
     #[serde(default, rename = "OS-EXT-SRV-ATTR:user_data")]
-    pub user_data: Option<String>,
+    pub user_data: Option<UserData>,
     /// `building`, `active`, `error`...: with `task_state`, tells a server
     /// still being built from one stuck.
     #[serde(default, rename = "OS-EXT-STS:vm_state")]
@@ -1151,6 +1170,22 @@ mod tests {
         assert_eq!(from_image.image_id.as_deref(), Some("i1"));
         assert_eq!(from_image.flavor.original_name.as_deref(), Some("m1.tiny"));
         assert!(from_image.is_error());
+    }
+
+    #[test]
+    fn server_debug_prints_no_user_data() {
+        let server: Server = serde_json::from_value(json!({
+            "id": "s1",
+            "OS-EXT-SRV-ATTR:user_data": "am9pbi10b2tlbjogc2VjcmV0"
+        }))
+        .unwrap();
+        let debug = format!("{server:?}");
+        assert!(!debug.contains("am9pbi10b2tlbjogc2VjcmV0"), "{debug}");
+        assert!(debug.contains("[24 bytes redacted]"), "{debug}");
+        assert_eq!(
+            server.user_data.as_ref().map(UserData::expose),
+            Some("am9pbi10b2tlbjogc2VjcmV0")
+        );
     }
 
     #[test]
