@@ -34,6 +34,8 @@ pub const INVENTORY_KEY: &str = "inventory.yaml";
 pub const CILIUM_VALUES_KEY: &str = "cilium-values.yaml";
 /// Label CAPI puts on the machines of a MachineDeployment.
 pub const DEPLOYMENT_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+/// The MachineDeployment's name in the Cluster's topology, on its machines.
+pub const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
 
 /// The facts of one OpenStackMachine that the bootstrap and the hooks need; small
 /// enough to keep for every machine on every replica.
@@ -46,6 +48,9 @@ pub struct MachineFacts {
     pub control_plane: bool,
     /// `cluster.x-k8s.io/deployment-name`.
     pub deployment: Option<String>,
+    /// `topology.cluster.x-k8s.io/deployment-name`: the entry in the Cluster's
+    /// `spec.topology.workers.machineDeployments`.
+    pub topology_deployment: Option<String>,
     /// `spec.flavor` (a name).
     pub flavor: Option<String>,
     /// `status.resolved.flavorID`, else `spec.flavorID`.
@@ -71,6 +76,7 @@ impl MachineFacts {
         Some(MachineFacts {
             control_plane: osm.labels().contains_key(CONTROL_PLANE_LABEL),
             deployment: osm.labels().get(DEPLOYMENT_LABEL).cloned(),
+            topology_deployment: osm.labels().get(TOPOLOGY_DEPLOYMENT_LABEL).cloned(),
             flavor: osm.spec.flavor.clone().filter(|f| !f.is_empty()),
             flavor_id: status
                 .and_then(|s| s.resolved.as_ref())
