@@ -74,8 +74,8 @@ impl<R: Clone + Send + 'static> Jobs<R> {
     }
 
     /// The answer for `key`: its last result when younger than `fresh_for`;
-    /// otherwise a new job from `start` (unless one runs already), waited for up
-    /// to `wait`.
+    /// otherwise a new job from `start`, waited for up to `wait`. While a job
+    /// started by an earlier call runs, the answer is immediate.
     pub async fn answer<F, Fut>(
         &self,
         key: &str,
@@ -92,9 +92,10 @@ impl<R: Clone + Send + 'static> Jobs<R> {
         let notified = slot.done.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let waiting_for = {
+        let (waiting_for, started_here) = {
             let mut st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
-            if !st.running {
+            let started_here = !st.running;
+            if started_here {
                 if let Some(last) = &st.last {
                     if last.at.elapsed() < fresh_for {
                         return View::Done(last.result.clone());
@@ -128,9 +129,11 @@ impl<R: Clone + Send + 'static> Jobs<R> {
                     slot.done.notify_waiters();
                 });
             }
-            st.run
+            (st.run, started_here)
         };
-        let _ = tokio::time::timeout(wait, notified).await;
+        if started_here {
+            let _ = tokio::time::timeout(wait, notified).await;
+        }
         let st = slot.state.lock().unwrap_or_else(|e| e.into_inner());
         match &st.last {
             Some(last) if !st.running || st.run != waiting_for => View::Done(last.result.clone()),
@@ -223,27 +226,38 @@ mod tests {
             .await;
         assert!(t.elapsed() < Duration::from_secs(1));
         assert!(matches!(v, View::Running(_)), "{v:?}");
+        // A later call does not wait for a job it did not start.
+        let t = Instant::now();
         let v = jobs
             .answer(
                 "k",
                 LONG,
-                Duration::from_millis(20),
+                Duration::from_secs(30),
                 start(started.clone(), gate.clone()),
             )
             .await;
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
         assert_eq!(v, View::Running(Some("halfway".into())));
         assert_eq!(started.load(Ordering::SeqCst), 1, "one job per key");
         assert_eq!(jobs.running(), 1);
         gate.notify_one();
-        let v = jobs
-            .answer(
-                "k",
-                LONG,
-                Duration::from_secs(5),
-                start(started.clone(), gate.clone()),
-            )
-            .await;
+        let mut v = View::Running(None);
+        for _ in 0..100 {
+            v = jobs
+                .answer(
+                    "k",
+                    LONG,
+                    Duration::ZERO,
+                    start(started.clone(), gate.clone()),
+                )
+                .await;
+            if v != View::Running(Some("halfway".into())) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert_eq!(v, View::Done(Ok(3)));
+        assert_eq!(started.load(Ordering::SeqCst), 1);
         assert_eq!(jobs.running(), 0);
     }
 

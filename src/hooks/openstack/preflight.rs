@@ -333,14 +333,15 @@ pub fn fit(
         described.push(format!("{} × {} for the {}", s.machines, flavor.name, s.of));
     }
     let mut short = Vec::new();
-    for (what, need, usage) in [
-        ("instances", instances, &limits.instances),
-        ("cores", cores, &limits.cores),
-        ("MiB of RAM", ram, &limits.ram_mib),
-        ("ports", port_count, ports),
+    for (one, many, need, usage) in [
+        ("instance", "instances", instances, &limits.instances),
+        ("core", "cores", cores, &limits.cores),
+        ("MiB of RAM", "MiB of RAM", ram, &limits.ram_mib),
+        ("port", "ports", port_count, ports),
     ] {
         if let (Some(free), Some(limit)) = (usage.free(), usage.limit) {
             if need > free {
+                let what = if need == 1 { one } else { many };
                 short.push(format!(
                     "{need} {what} needed, {free} free (quota {limit}, {} in use)",
                     usage.used
