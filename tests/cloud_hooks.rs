@@ -37,7 +37,13 @@ use kube::Client;
 use replica::{capi_cluster, ms, Replica};
 use reqwest::Method;
 use serde_json::{json, Value};
+use stackhook::hooks::openstack::cleanup::{self, Pace};
+use stackhook::hooks::openstack::jobs::Progress;
+use stackhook::hooks::openstack::preflight;
 use stackhook::infra::api::{OpenStackCluster, OpenStackMachine};
+use stackhook::infra::bootstrap::MachineFacts;
+use stackhook::sdk::lifecycle::{LifecycleEvent, UpgradeVersions};
+use stackhook::sdk::Hook;
 use stackhook_openstack::blockstorage::{BlockStorage, Volume, VolumeCreate};
 use stackhook_openstack::loadbalancing::{LoadBalancer, LoadBalancing};
 use stackhook_openstack::networking::{self as net, Networking};
@@ -493,6 +499,65 @@ async fn preflight_cases(
         "{last}"
     );
 
+    // The check's own cost, run directly with the project's credentials: OpenStack
+    // calls of one BeforeClusterUpgrade check (both phases, one version).
+    let clients = infra::checker(p.clouds_yaml.as_bytes(), "openstack");
+    let event = LifecycleEvent {
+        hook: Hook::BeforeClusterUpgrade,
+        settings: Default::default(),
+        cluster: stackhook::sdk::cluster::Cluster::from_value(cluster.clone()).unwrap(),
+        versions: UpgradeVersions::FromTo {
+            from: "v1.33.1".into(),
+            to: "v1.34.1".into(),
+        },
+        control_plane_upgrades: vec![],
+        workers_upgrades: vec![],
+    };
+    let osms: Api<OpenStackMachine> = Api::namespaced(client.clone(), ns);
+    let machines: Vec<MachineFacts> = osms
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(MachineFacts::from_machine)
+        .collect();
+    let plan = preflight::plan(&event, &machines);
+    assert_eq!(plan.phases.len(), 2, "{plan:?}");
+    let images = preflight::ImageMatch {
+        property: "kube_version".into(),
+        name_pattern: None,
+    };
+    let before = clients.session.stats().snapshot();
+    let t = Instant::now();
+    let report = preflight::run(&clients, &plan, &images).await.unwrap();
+    let calls = clients.session.stats().snapshot() - before;
+    assert!(report.problems.is_empty(), "{report:?}");
+    println!(
+        "BENCH preflight check: {} reads, {} writes, {} auths in {:.0} ms",
+        calls.reads,
+        calls.writes,
+        calls.auths,
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    // With a name pattern instead of (beside) the property: one more list.
+    let by_name = preflight::ImageMatch {
+        property: "no_such_property".into(),
+        name_pattern: Some("^ubuntu-2404-kube-{version}$".into()),
+    };
+    let report = preflight::run(&clients, &plan, &by_name).await.unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
+    let mut v135 = plan.clone();
+    v135.versions = vec!["v1.35.0".into()];
+    let report = preflight::run(&clients, &v135, &by_name).await.unwrap();
+    assert_eq!(
+        report.problems,
+        [
+            "no active Glance image for Kubernetes v1.35.0 (property no_such_property=v1.35.0, \
+          or a name matching ^ubuntu-2404-kube-v1.35.0$)"
+        ]
+    );
+
     // An annotation lets an upgrade through without asking the cloud.
     let skipped = capi_cluster(
         ns,
@@ -787,6 +852,39 @@ async fn delete_cases(
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let (again, _) = r.call("BeforeClusterDelete", "before-cluster-delete", json!({"cluster": capi_cluster(magnum, &a, &a, json!({"cluster-uuid": uuid}), json!({}))})).await;
     assert_eq!(again["retryAfterSeconds"], 0, "{again}");
+
+    // B's own cleanup, run directly: its OpenStack calls for one load balancer and
+    // one volume.
+    let before = member.session.stats().snapshot();
+    let t = Instant::now();
+    let report = cleanup::run(member, &b, &Progress::default(), Pace::default())
+        .await
+        .expect("B's cleanup");
+    let calls = member.session.stats().snapshot() - before;
+    assert_eq!(
+        report,
+        cleanup::Report {
+            load_balancers: 1,
+            volumes: 1
+        }
+    );
+    assert!(gone_lb(member, &b_lb).await && gone_volume(member, &b_vol).await);
+    println!(
+        "BENCH cleanup run: 1 load balancer and 1 volume in {:.1} s, {} reads, {} writes",
+        t.elapsed().as_secs_f64(),
+        calls.reads,
+        calls.writes
+    );
+    let before = member.session.stats().snapshot();
+    let report = cleanup::run(member, &b, &Progress::default(), Pace::default())
+        .await
+        .unwrap();
+    let calls = member.session.stats().snapshot() - before;
+    assert_eq!(report, cleanup::Report::default());
+    println!(
+        "BENCH cleanup run with nothing to do: {} reads, {} writes",
+        calls.reads, calls.writes
+    );
 
     let oscs: Api<OpenStackCluster> = Api::namespaced(client.clone(), magnum);
     let _ = oscs.delete(&a, &DeleteParams::default()).await;
