@@ -51,9 +51,7 @@ use stackhook_openstack::Clients;
 
 /// The API server and the cloud's clouds.yaml, or `None` after one line saying why.
 fn environment() -> Option<(kube_server::ApiServer, Vec<u8>)> {
-    let Some(clouds) = cloud::clouds_yaml() else {
-        return None;
-    };
+    let clouds = cloud::clouds_yaml()?;
     match kube_server::api_server() {
         Ok(api) => Some((api, std::fs::read(clouds).expect("clouds.yaml"))),
         Err(why) => {
