@@ -162,6 +162,28 @@ pub struct ServeArgs {
     /// Management VIP published in status.extensions.platform.management.
     #[arg(long, env = "STACKHOOK_MANAGEMENT_VIP")]
     pub management_vip: Option<String>,
+    /// Glance image property holding an image's Kubernetes version: an upgrade
+    /// waits until an active image has the target version in it.
+    #[arg(
+        long,
+        env = "STACKHOOK_UPGRADE_IMAGE_PROPERTY",
+        default_value = "kube_version"
+    )]
+    pub upgrade_image_property: String,
+    /// Regular expression an image's name may match instead, with `{version}`
+    /// standing for the target version, e.g. `^ubuntu-2404-kube-{version}$`.
+    #[arg(long, env = "STACKHOOK_UPGRADE_IMAGE_NAME_PATTERN")]
+    pub upgrade_image_name_pattern: Option<String>,
+    /// Seconds CAPI is asked to wait while an OpenStack check or cleanup runs.
+    #[arg(long, default_value_t = 5)]
+    pub cloud_check_retry_after_seconds: u32,
+    /// How long a hook call waits for the check it started before it answers
+    /// "still running"; keep it well under the handler's timeoutSeconds.
+    #[arg(long, default_value_t = 2000)]
+    pub cloud_check_wait_milliseconds: u64,
+    /// How long a finished check answers repeated calls before it runs again.
+    #[arg(long, default_value_t = 10)]
+    pub cloud_check_ttl_seconds: u64,
 }
 
 /// One handler's Discovery settings.
@@ -217,6 +239,8 @@ pub enum ConfigError {
     },
     #[error("{path}: {problem}")]
     Invalid { path: PathBuf, problem: String },
+    #[error("--upgrade-image-name-pattern: {0}")]
+    ImageNamePattern(String),
 }
 
 impl HandlerConfig {

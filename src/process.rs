@@ -3,13 +3,16 @@
 //! admin listeners, starts the controllers under leader election, and shuts it all
 //! down in order on SIGTERM.
 //!
-//! Hooks are served on every replica; the controllers run only on the replica that
-//! holds the Lease. A failure to start the controllers never stops the hook server.
+//! Hooks are served on every replica, each answering from its own read-only watch
+//! of the OpenStack objects; the controllers run only on the replica that holds the
+//! Lease. A failure to start the controllers never stops the hook server.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::Client;
+use stackhook_openstack::ClientCache;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -19,8 +22,9 @@ use crate::controller::capi::CapiResources;
 use crate::controller::cluster::{self, ClusterContext, Timing};
 use crate::controller::leader::{self, LeaderElector, LeaseSettings};
 use crate::controller::machine::{self, MachineContext};
-use crate::controller::{cloud, ControllerConfig, StartError};
+use crate::controller::{cache, cloud, ControllerConfig, StartError};
 use crate::engine::PatchEngine;
+use crate::hooks::openstack::{self, CloudHooks};
 use crate::hooks::{hold::HoldHandler, ClusterResults, Registry};
 use crate::metrics::{ControllerMetrics, Metrics};
 use crate::server::app::{App, AppOptions};
@@ -43,10 +47,18 @@ pub enum ProcessError {
     Admin(std::io::Error),
 }
 
-/// The lifecycle handlers every server has, reading `results`.
-pub fn registry(args: &ServeArgs, results: ClusterResults) -> Registry {
+/// The lifecycle handlers every server has, reading `results`; with Kubernetes
+/// access also those that act on the cloud.
+pub fn registry(
+    args: &ServeArgs,
+    results: ClusterResults,
+    cloud_hooks: Option<&Arc<CloudHooks>>,
+) -> Registry {
     let mut r = Registry::with_results(results);
     r.register(Arc::new(HoldHandler::new(args.hold_retry_after_seconds)));
+    if let Some(h) = cloud_hooks {
+        h.register(&mut r);
+    }
     r
 }
 
@@ -54,12 +66,40 @@ pub fn registry(args: &ServeArgs, results: ClusterResults) -> Registry {
 /// controllers (releasing the Lease).
 pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), ProcessError> {
     let metrics = Arc::new(Metrics::new());
-    // The controllers write it, the lifecycle handlers read it.
+    // This replica's watch (and, while it leads, its controllers) write it; the
+    // lifecycle handlers read it.
     let results = ClusterResults::new();
     let handler_config = match &args.handler_config {
         Some(p) => HandlerConfig::load(p)?,
         None => HandlerConfig::default(),
     };
+    let cloud_settings = openstack::Settings::from_args(&args)?;
+    // One session and token per identity, for the controllers and the hooks.
+    let clouds = Arc::new(ClientCache::new());
+    let cfg = ControllerConfig::from_args(&args);
+    // The client comes first: the cloud hooks need it as much as the controllers.
+    let kube = match &cfg {
+        Some(cfg) => match crate::controller::client(cfg).await {
+            Ok(c) => Some(c),
+            Err(e @ StartError::NoConfig(_)) => {
+                tracing::warn!(error = %e, "controllers are off: no kubeconfig or in-cluster config found; serving hooks only");
+                None
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "controllers are off; serving hooks only");
+                None
+            }
+        },
+        None => None,
+    };
+    let cloud_hooks = kube.as_ref().map(|client| {
+        Arc::new(CloudHooks::new(
+            client.clone(),
+            results.clone(),
+            clouds.clone(),
+            cloud_settings,
+        ))
+    });
     let app = Arc::new(App::new(
         AppOptions {
             capi: args.capi_version,
@@ -68,7 +108,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
             enable_in_place_hooks: args.enable_in_place_hooks,
         },
         engine,
-        registry(&args, results.clone()),
+        registry(&args, results.clone(), cloud_hooks.as_ref()),
         metrics.clone(),
     )?);
 
@@ -98,17 +138,29 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
 
     // Started after both listeners are bound, so a bind failure exits before any
     // Lease is taken.
-    let controllers = match ControllerConfig::from_args(&args) {
-        Some(cfg) => Some(tokio::spawn(run_controllers(
+    let watch = match (&cfg, &kube) {
+        (Some(cfg), Some(client)) => Some(tokio::spawn(cache::run(
+            client.clone(),
+            cfg.watch_namespace.clone(),
+            results.clone(),
+            leader::stopped(controllers_stop_rx.clone()),
+        ))),
+        _ => None,
+    };
+    let controllers = match (cfg, kube) {
+        (Some(cfg), Some(client)) => Some(tokio::spawn(run_controllers(
             cfg,
+            client,
             metrics.controllers.clone(),
             results,
+            clouds,
             controllers_stop_rx,
         ))),
-        None => {
+        (None, _) => {
             tracing::info!("controllers are off (enable with --controllers)");
             None
         }
+        (Some(_), None) => None,
     };
 
     let drain = Duration::from_secs(args.shutdown_timeout_seconds);
@@ -144,6 +196,9 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
             tracing::warn!("controllers did not stop in time");
         }
     }
+    if let Some(task) = watch {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
     if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), admin_task).await {
         return Err(ProcessError::Admin(e));
     }
@@ -155,27 +210,25 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
 /// start; never panics.
 async fn run_controllers(
     cfg: ControllerConfig,
+    client: Client,
     metrics: ControllerMetrics,
     results: ClusterResults,
+    clouds: Arc<ClientCache>,
     shutdown: watch::Receiver<bool>,
 ) {
-    if let Err(e) = start_controllers(cfg, metrics, results, shutdown).await {
-        match e {
-            StartError::NoConfig(_) => {
-                tracing::warn!(error = %e, "controllers are off: no kubeconfig or in-cluster config found; serving hooks only")
-            }
-            _ => tracing::error!(error = %e, "controllers are off; serving hooks only"),
-        }
+    if let Err(e) = start_controllers(cfg, client, metrics, results, clouds, shutdown).await {
+        tracing::error!(error = %e, "controllers are off; serving hooks only");
     }
 }
 
 async fn start_controllers(
     cfg: ControllerConfig,
+    client: Client,
     metrics: ControllerMetrics,
     results: ClusterResults,
+    clouds: Arc<ClientCache>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), StartError> {
-    let client = crate::controller::client(&cfg).await?;
     let lease = if cfg.leader_election {
         let settings = LeaseSettings {
             namespace: cfg
@@ -193,7 +246,7 @@ async fn start_controllers(
     } else {
         None
     };
-    let (infra, machine_infra) = cloud::infra(&cfg);
+    let (infra, machine_infra) = cloud::infra(&cfg, clouds);
     let capi = match CapiResources::discover(&client).await {
         Ok(c) => c,
         Err(e) => {
@@ -226,7 +279,6 @@ async fn start_controllers(
                 let ctx = ctx.clone();
                 let machine_ctx = machine_ctx.clone();
                 let namespace = namespace.clone();
-                let results = results.clone();
                 async move {
                     tokio::join!(
                         cluster::run(
@@ -242,8 +294,6 @@ async fn start_controllers(
                             leader::stopped(stop),
                         ),
                     );
-                    // Another replica writes from now on; do not serve stale entries.
-                    results.clear();
                 }
             })
             .await;

@@ -317,6 +317,14 @@ fn every_example_validates() {
             10,
         ),
     ];
+    cases.push((
+        "openstack-kubeadm-bootstrap-vars".into(),
+        read(&examples.join("openstack-kubeadm-bootstrap-vars-cluster.yaml")),
+        root().join("clusterclasses/openstack-kubeadm-bootstrap-vars.yaml"),
+        root().join("templates/openstack-kubeadm-bootstrap-vars.yaml"),
+        None,
+        10,
+    ));
     for example in [
         "openstack-kubeadm-minimal.yaml",
         "openstack-kubeadm-ha.yaml",

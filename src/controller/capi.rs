@@ -108,7 +108,16 @@ pub fn machine_infrastructure_ref(
 /// The OpenStackCluster a Cluster points at through `spec.infrastructureRef`
 /// (v1beta1 `{apiVersion, kind, name, namespace}` or v1beta2 `{apiGroup, kind, name}`).
 pub fn infrastructure_ref(cluster: &DynamicObject) -> Option<ObjectRef<OpenStackCluster>> {
-    let r = cluster.data.pointer("/spec/infrastructureRef")?;
+    infrastructure_ref_of(&cluster.data, cluster.namespace())
+}
+
+/// [`infrastructure_ref`] of a Cluster as plain JSON (a hook request's Cluster),
+/// whose own namespace is `namespace`.
+pub fn infrastructure_ref_of(
+    cluster: &serde_json::Value,
+    namespace: Option<String>,
+) -> Option<ObjectRef<OpenStackCluster>> {
+    let r = cluster.pointer("/spec/infrastructureRef")?;
     if r.get("kind")?.as_str()? != OpenStackCluster::kind(&()) {
         return None;
     }
@@ -129,7 +138,7 @@ pub fn infrastructure_ref(cluster: &DynamicObject) -> Option<ObjectRef<OpenStack
         .get("namespace")
         .and_then(|n| n.as_str())
         .map(str::to_string)
-        .or_else(|| cluster.namespace())?;
+        .or(namespace)?;
     Some(ObjectRef::new(name).within(&namespace))
 }
 

@@ -10,10 +10,12 @@ use crate::infra::machine::OpenStackMachineInfra;
 use crate::infra::seam::{ClusterInfra, MachineInfra};
 
 /// The cloud halves used by `stackhook serve --controllers`: the real OpenStack ones,
-/// sharing one client cache, with the platform facts (NTP, management VIP) no
-/// OpenStack API provides.
-pub fn infra(cfg: &ControllerConfig) -> (impl ClusterInfra, impl MachineInfra) {
-    let clouds = Arc::new(ClientCache::new());
+/// sharing `clouds` (with the hooks, too: one session and token per identity),
+/// with the platform facts (NTP, management VIP) no OpenStack API provides.
+pub fn infra(
+    cfg: &ControllerConfig,
+    clouds: Arc<ClientCache>,
+) -> (impl ClusterInfra, impl MachineInfra) {
     let cluster = OpenStackClusterInfra::with_clouds(
         PlatformConfig {
             ntp_server: cfg.ntp_server.clone(),

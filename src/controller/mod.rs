@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod bootstrap_vars;
+pub mod cache;
 pub mod capi;
 pub mod cloud;
 pub mod cluster;

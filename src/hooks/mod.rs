@@ -1,9 +1,9 @@
 //! Lifecycle hooks: a registry of handlers per hook, combined into one answer.
-//!
-//! Later capabilities (OpenStack preflight checks, cleanup on delete) register here
+//! The holds and the handlers that act on the cloud ([`openstack`]) register here
 //! without touching the server.
 
 pub mod hold;
+pub mod openstack;
 pub mod results;
 pub mod upgrade_plan;
 

@@ -1,17 +1,25 @@
-//! What the OpenStackCluster controller last published, kept in memory so that
-//! lifecycle handlers answer from it without a round trip to the apiserver. The
-//! controllers write it; the registry hands it to the handlers.
+//! What the OpenStack objects last said, kept in memory so that lifecycle
+//! handlers answer from it without a round trip to the apiserver.
 //!
-//! Only the leader reconciles, so on other replicas the store stays empty and
-//! readers must treat a miss as "not known here", not as "not ready".
+//! Every replica fills it from a read-only watch of OpenStackClusters and
+//! OpenStackMachines (`controller::cache`); the leading replica's controller also
+//! writes each result as soon as it has written the status. Until the first
+//! lists are in, [`ClusterResults::is_synced`] is false and a miss means "not
+//! known yet", not "no such cluster".
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::infra::api::extensions::ClusterStatusExtensions;
-use crate::infra::api::OpenStackCluster;
+use kube::ResourceExt;
 
-/// The latest reconcile result of one OpenStackCluster.
+use crate::controller::capi;
+use crate::infra::api::extensions::ClusterStatusExtensions;
+use crate::infra::api::names::CLUSTER_NAME_LABEL;
+use crate::infra::api::OpenStackCluster;
+use crate::infra::bootstrap::MachineFacts;
+
+/// The latest state of one OpenStackCluster.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClusterResult {
     /// `metadata.generation` of the object the result was computed from.
@@ -25,10 +33,15 @@ pub struct ClusterResult {
     pub ingress_vip: Option<String>,
     /// `spec.controlPlaneEndpoint` as `(host, port)`.
     pub control_plane_endpoint: Option<(String, i32)>,
+    /// The CAPI Cluster it belongs to (owner reference, else the cluster-name label).
+    pub cluster_name: Option<String>,
+    /// The object itself without managed fields: the hooks read its identity
+    /// reference and spec from here.
+    pub object: Option<Arc<OpenStackCluster>>,
 }
 
 impl ClusterResult {
-    /// Reads the result out of an object whose status was just written.
+    /// Reads the result out of an object whose status was just written or watched.
     pub fn from_cluster(osc: &OpenStackCluster) -> ClusterResult {
         let status = osc.status.as_ref();
         let extensions = status.and_then(|s| s.extensions.clone());
@@ -45,6 +58,8 @@ impl ClusterResult {
         let ingress_vip = lbs
             .and_then(|l| l.ingress.as_ref())
             .and_then(|v| v.vip.clone());
+        let mut object = osc.clone();
+        object.metadata.managed_fields = None;
         ClusterResult {
             generation: osc.metadata.generation,
             ready: status.is_some_and(|s| s.ready),
@@ -57,14 +72,33 @@ impl ClusterResult {
                 .as_ref()
                 .filter(|e| !e.host.is_empty())
                 .map(|e| (e.host.clone(), e.port)),
+            cluster_name: capi::owner_cluster_name(osc)
+                .or_else(|| osc.labels().get(CLUSTER_NAME_LABEL).cloned()),
+            object: Some(Arc::new(object)),
         }
     }
 }
 
-/// Shared map from `(namespace, name)` to the latest [`ClusterResult`].
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct Inner {
+    clusters: RwLock<HashMap<Key, ClusterResult>>,
+    /// `(namespace, CAPI cluster)` → machine name → facts.
+    machines: RwLock<HashMap<Key, BTreeMap<String, MachineFacts>>>,
+    clusters_synced: AtomicBool,
+    machines_synced: AtomicBool,
+}
+
+/// Shared map from `(namespace, name)` to the latest [`ClusterResult`], and the
+/// machines of each CAPI Cluster.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterResults {
-    inner: Arc<RwLock<HashMap<(String, String), ClusterResult>>>,
+    inner: Arc<Inner>,
+}
+
+fn key(namespace: &str, name: &str) -> Key {
+    (namespace.to_string(), name.to_string())
 }
 
 impl ClusterResults {
@@ -72,36 +106,146 @@ impl ClusterResults {
         ClusterResults::default()
     }
 
+    // A writer cannot panic while holding a lock (plain map operations), so a
+    // poisoned lock still holds consistent data.
+
     pub fn get(&self, namespace: &str, name: &str) -> Option<ClusterResult> {
-        // A writer cannot panic while holding the lock (plain map operations),
-        // so a poisoned lock still holds consistent data.
-        let map = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        map.get(&(namespace.to_string(), name.to_string())).cloned()
+        let map = self
+            .inner
+            .clusters
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        map.get(&key(namespace, name)).cloned()
     }
 
     pub fn set(&self, namespace: &str, name: &str, result: ClusterResult) {
-        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        map.insert((namespace.to_string(), name.to_string()), result);
+        let mut map = self
+            .inner
+            .clusters
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        map.insert(key(namespace, name), result);
     }
 
     pub fn remove(&self, namespace: &str, name: &str) {
-        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        map.remove(&(namespace.to_string(), name.to_string()));
+        let mut map = self
+            .inner
+            .clusters
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        map.remove(&key(namespace, name));
     }
 
-    /// Drops everything, e.g. when this replica stops leading and the entries
-    /// would go stale.
+    /// Keeps only the clusters in `live` (after a fresh list).
+    pub fn retain_clusters(&self, live: &HashSet<Key>) {
+        let mut map = self
+            .inner
+            .clusters
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        map.retain(|k, _| live.contains(k));
+    }
+
+    /// Drops everything and forgets that it was ever synced.
     pub fn clear(&self) {
-        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        map.clear();
+        self.inner
+            .clusters
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.inner
+            .machines
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.inner.clusters_synced.store(false, Ordering::SeqCst);
+        self.inner.machines_synced.store(false, Ordering::SeqCst);
     }
 
     pub fn len(&self) -> usize {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.inner
+            .clusters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Records a machine; false when nothing changed.
+    pub fn set_machine(&self, namespace: &str, facts: MachineFacts) -> bool {
+        let mut map = self
+            .inner
+            .machines
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        // A machine relabelled to another cluster leaves its old one.
+        for (k, machines) in map.iter_mut() {
+            if k.0 == namespace && k.1 != facts.cluster_name {
+                machines.remove(&facts.name);
+            }
+        }
+        let machines = map.entry(key(namespace, &facts.cluster_name)).or_default();
+        if machines.get(&facts.name) == Some(&facts) {
+            return false;
+        }
+        machines.insert(facts.name.clone(), facts);
+        true
+    }
+
+    pub fn remove_machine(&self, namespace: &str, name: &str) {
+        let mut map = self
+            .inner
+            .machines
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        for (k, machines) in map.iter_mut() {
+            if k.0 == namespace {
+                machines.remove(name);
+            }
+        }
+        map.retain(|_, m| !m.is_empty());
+    }
+
+    /// Keeps only the machines in `live`, as `(namespace, machine name)`.
+    pub fn retain_machines(&self, live: &HashSet<Key>) {
+        let mut map = self
+            .inner
+            .machines
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        for (k, machines) in map.iter_mut() {
+            machines.retain(|name, _| live.contains(&(k.0.clone(), name.clone())));
+        }
+        map.retain(|_, m| !m.is_empty());
+    }
+
+    /// The machines of the CAPI Cluster `cluster`, by name.
+    pub fn machines(&self, namespace: &str, cluster: &str) -> Vec<MachineFacts> {
+        let map = self
+            .inner
+            .machines
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        map.get(&key(namespace, cluster))
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn set_clusters_synced(&self) {
+        self.inner.clusters_synced.store(true, Ordering::SeqCst);
+    }
+
+    pub fn set_machines_synced(&self) {
+        self.inner.machines_synced.store(true, Ordering::SeqCst);
+    }
+
+    /// Both lists have been read at least once.
+    pub fn is_synced(&self) -> bool {
+        self.inner.clusters_synced.load(Ordering::SeqCst)
+            && self.inner.machines_synced.load(Ordering::SeqCst)
     }
 }
 
@@ -157,6 +301,36 @@ mod tests {
         let r = ClusterResult::from_cluster(&o);
         assert_eq!(r.control_plane_vip.as_deref(), Some("10.0.0.9"));
         assert_eq!(r.ingress_vip.as_deref(), Some("10.0.0.10"));
+    }
+
+    #[test]
+    fn machines_are_kept_per_cluster_and_follow_relabels() {
+        let r = ClusterResults::new();
+        let m = |name: &str, cluster: &str| MachineFacts {
+            name: name.into(),
+            cluster_name: cluster.into(),
+            ..Default::default()
+        };
+        assert!(r.set_machine("ns", m("a", "prod")));
+        assert!(!r.set_machine("ns", m("a", "prod")), "no change");
+        assert!(r.set_machine("ns", m("b", "prod")));
+        assert!(r.set_machine("other", m("a", "prod")));
+        let names = |ns: &str, c: &str| -> Vec<String> {
+            r.machines(ns, c).into_iter().map(|m| m.name).collect()
+        };
+        assert_eq!(names("ns", "prod"), ["a", "b"]);
+        assert!(r.set_machine("ns", m("b", "dev")));
+        assert_eq!(names("ns", "prod"), ["a"]);
+        assert_eq!(names("ns", "dev"), ["b"]);
+        r.remove_machine("ns", "a");
+        assert!(names("ns", "prod").is_empty());
+        r.retain_machines(&HashSet::from([("ns".to_string(), "b".to_string())]));
+        assert_eq!(names("ns", "dev"), ["b"]);
+        assert!(names("other", "prod").is_empty());
+        assert!(!r.is_synced());
+        r.set_clusters_synced();
+        r.set_machines_synced();
+        assert!(r.is_synced());
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub const INVENTORY_KEY: &str = "inventory.yaml";
 pub const CILIUM_VALUES_KEY: &str = "cilium-values.yaml";
 /// Label CAPI puts on the machines of a MachineDeployment.
 pub const DEPLOYMENT_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+/// The MachineDeployment's name in the Cluster's topology, on its machines.
+pub const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
 
 /// The facts of one OpenStackMachine that the bootstrap and the hooks need; small
 /// enough to keep for every machine on every replica.
@@ -46,6 +48,9 @@ pub struct MachineFacts {
     pub control_plane: bool,
     /// `cluster.x-k8s.io/deployment-name`.
     pub deployment: Option<String>,
+    /// `topology.cluster.x-k8s.io/deployment-name`: the entry in the Cluster's
+    /// `spec.topology.workers.machineDeployments`.
+    pub topology_deployment: Option<String>,
     /// `spec.flavor` (a name).
     pub flavor: Option<String>,
     /// `status.resolved.flavorID`, else `spec.flavorID`.
@@ -71,6 +76,7 @@ impl MachineFacts {
         Some(MachineFacts {
             control_plane: osm.labels().contains_key(CONTROL_PLANE_LABEL),
             deployment: osm.labels().get(DEPLOYMENT_LABEL).cloned(),
+            topology_deployment: osm.labels().get(TOPOLOGY_DEPLOYMENT_LABEL).cloned(),
             flavor: osm.spec.flavor.clone().filter(|f| !f.is_empty()),
             flavor_id: status
                 .and_then(|s| s.resolved.as_ref())
@@ -254,6 +260,8 @@ fn inventory(machines: &[MachineFacts]) -> Inventory {
 #[serde(rename_all = "camelCase")]
 struct CiliumValues {
     kube_proxy_replacement: bool,
+    /// Without kube-proxy, Cilium reaches the API server by this address, not
+    /// by the Service IP kube-proxy would have translated.
     k8s_service_host: Option<String>,
     k8s_service_port: Option<i32>,
     routing_mode: &'static str,
@@ -266,7 +274,38 @@ struct CiliumValues {
     ipv4_native_routing_cidr: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     auto_direct_node_routes: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ipam: Option<CiliumIpam>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hubble: Option<CiliumHubble>,
     openstack: CiliumOpenStack,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CiliumIpam {
+    mode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operator: Option<CiliumIpamOperator>,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CiliumIpamOperator {
+    #[serde(rename = "clusterPoolIPv4PodCIDRList")]
+    cluster_pool_ipv4_pod_cidr_list: Vec<String>,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+struct Enabled {
+    enabled: bool,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+struct CiliumHubble {
+    enabled: bool,
+    relay: Enabled,
+    ui: Enabled,
 }
 
 #[derive(Debug, PartialEq, Serialize)]
@@ -299,8 +338,20 @@ fn cilium_values(osc: &OpenStackCluster) -> CiliumValues {
         .and_then(|s| s.network.as_ref())
         .and_then(|n| n.subnets.iter().find(|s| !s.cidr.contains(':')))
         .map(|s| s.cidr.clone());
+    let ipam = settings
+        .ipam
+        .as_ref()
+        .and_then(|i| Some((i.mode.clone()?, i.pool_cidr.clone())))
+        .map(|(mode, pool)| CiliumIpam {
+            operator: pool
+                .filter(|_| mode == "cluster-pool")
+                .map(|cidr| CiliumIpamOperator {
+                    cluster_pool_ipv4_pod_cidr_list: vec![cidr],
+                }),
+            mode,
+        });
     CiliumValues {
-        kube_proxy_replacement: true,
+        kube_proxy_replacement: settings.kube_proxy_replacement.unwrap_or(true),
         k8s_service_host: endpoint.map(|e| e.host.clone()),
         k8s_service_port: endpoint.map(|e| e.port),
         routing_mode: if native { "native" } else { "tunnel" },
@@ -313,6 +364,12 @@ fn cilium_values(osc: &OpenStackCluster) -> CiliumValues {
             .flatten(),
         // Nodes share the cluster subnet, so routes to each other's pods are direct.
         auto_direct_node_routes: native.then_some(true),
+        ipam,
+        hubble: settings.hubble.map(|on| CiliumHubble {
+            enabled: on,
+            relay: Enabled { enabled: on },
+            ui: Enabled { enabled: on },
+        }),
         openstack: CiliumOpenStack {
             project_id: cilium.project_id,
             default_subnet_id: cilium.default_subnet_id,
@@ -354,8 +411,8 @@ mod tests {
     use super::*;
     use crate::infra::api::cluster::{NetworkStatusWithSubnets, Subnet};
     use crate::infra::api::extensions::{
-        CiliumSpec, CiliumStatus, LoadBalancersStatus, NetworkInterfaces, NetworkingSpec,
-        NetworkingStatus, NtpStatus, OpenStackStatus, PlatformStatus, VirtualIp,
+        CiliumIpamSpec, CiliumSpec, CiliumStatus, LoadBalancersStatus, NetworkInterfaces,
+        NetworkingSpec, NetworkingStatus, NtpStatus, OpenStackStatus, PlatformStatus, VirtualIp,
     };
     use crate::infra::api::types::ApiEndpoint;
     use crate::infra::api::{OpenStackClusterSpec, OpenStackClusterStatus};
@@ -601,10 +658,29 @@ mod tests {
             .unwrap();
         c.routing_mode = None;
         c.tunnel_protocol = Some(CiliumTunnelProtocol::Geneve);
+        c.kube_proxy_replacement = Some(false);
+        c.hubble = Some(true);
+        c.ipam = Some(CiliumIpamSpec {
+            mode: Some("cluster-pool".into()),
+            pool_cidr: Some("10.244.0.0/16".into()),
+        });
         let v = parse(&render(&tunnel, &[]).unwrap()[CILIUM_VALUES_KEY]);
         assert_eq!(v["routingMode"], "tunnel");
         assert_eq!(v["tunnelProtocol"], "geneve");
         assert!(v.get("ipv4NativeRoutingCIDR").is_none());
+        assert_eq!(v["kubeProxyReplacement"], false);
+        assert_eq!(
+            v["hubble"],
+            serde_json::json!({"enabled": true, "relay": {"enabled": true}, "ui": {"enabled": true}})
+        );
+        assert_eq!(
+            v["ipam"],
+            serde_json::json!({"mode": "cluster-pool",
+                "operator": {"clusterPoolIPv4PodCIDRList": ["10.244.0.0/16"]}})
+        );
+        // Unset, Cilium's chart defaults stay.
+        let v = parse(&render(&cluster(), &[]).unwrap()[CILIUM_VALUES_KEY]);
+        assert!(v.get("hubble").is_none() && v.get("ipam").is_none());
     }
 
     #[test]

@@ -544,7 +544,7 @@ NEEDED = {
     (INFRA, "openstackmachinetemplates"): READ,
     ("cluster.x-k8s.io", "clusters"): READ,
     ("cluster.x-k8s.io", "machines"): READ,
-    ("", "secrets"): {"get"},
+    ("", "secrets"): READ | {"create", "update"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 NEEDED_NS = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
@@ -555,7 +555,8 @@ CEILING = {
     **{(INFRA, f"{res}/finalizers"): {"update"} for res in CAPO_CRDS},
     ("cluster.x-k8s.io", "clusters"): READ,
     ("cluster.x-k8s.io", "machines"): READ,
-    ("", "secrets"): READ,
+    # Written: only the <cluster>-bootstrap-vars Secrets; never deleted (owner GC).
+    ("", "secrets"): READ | {"create", "update", "patch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
@@ -742,7 +743,7 @@ def controller_mutations():
     def m_webhook(ds):
         crd(ds)["spec"]["conversion"] = {"strategy": "Webhook"}
     def m_secret_write(ds):
-        ctl_rules(ds).append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["update"]})
+        ctl_rules(ds).append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["delete"]})
     def m_create_infra(ds):
         ctl_rules(ds)[0]["verbs"].append("create")
     def m_capi_write(ds):
@@ -767,7 +768,7 @@ def controller_mutations():
         ("a CRD missing", m_crd_gone),
         ("a cluster-scoped CRD", m_cluster_scoped),
         ("a CRD converted by a webhook", m_webhook),
-        ("Secrets writable", m_secret_write),
+        ("Secrets deletable", m_secret_write),
         ("create on infrastructure objects", m_create_infra),
         ("delete on CAPI Machines", m_capi_write),
         ("ConfigMaps readable", m_other),
