@@ -612,7 +612,7 @@ fn the_api_floating_ip_moves_between_control_plane_machines() {
             let scope = machine_scope(&name, &osc, true);
             let mut a = machine(&names[0]);
             converge_machine(&infra, &scope, &mut a, &id, false).await;
-            assert_eq!(external_ips(&a), [address.clone()]);
+            assert_eq!(external_ips(&a), std::slice::from_ref(&address));
             assert_eq!(
                 api_fip(&member, &address).await.port_id,
                 Some(first_port(&a))
@@ -638,7 +638,7 @@ fn the_api_floating_ip_moves_between_control_plane_machines() {
             assert_eq!(api_fip(&member, &address).await.port_id, None);
             let (passes, _) = converge_machine(&infra, &scope, &mut b, &id, false).await;
             assert_eq!(passes, 1);
-            assert_eq!(external_ips(&b), [address.clone()]);
+            assert_eq!(external_ips(&b), std::slice::from_ref(&address));
             assert_eq!(
                 api_fip(&member, &address).await.port_id,
                 Some(first_port(&b))
