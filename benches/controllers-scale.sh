@@ -1,32 +1,84 @@
 #!/usr/bin/env bash
-# Memory of the in-process controllers at scale: peak RSS of
-# `stackhook serve --controllers` watching N OpenStackClusters and M OpenStackMachines
-# (with CAPO-sized specs and statuses) on the real API server of ../shared/kube.
-# The objects have no CAPI owner, so every reconcile stops before the cloud: what is
-# measured is the controllers' watch caches and queues, not OpenStack calls.
+# Memory of the in-process controllers at scale: RSS of `stackhook serve --controllers`
+# watching N OpenStackClusters and M OpenStackMachines (CAPO-sized specs and statuses),
+# with one CAPI Cluster per OpenStackCluster and one Machine per OpenStackMachine
+# (CAPI-sized statuses), on the real API server of ../shared/kube.
+# The objects have no CAPI owner references, so every reconcile stops before the
+# cloud: what is measured is the controllers' watches, caches and queues.
+#
 # Usage: bash benches/controllers-scale.sh [clusters] [machines]
+#   CAPI=0            no CAPI Clusters and Machines (the shape of the first measurement)
+#   SKIP_BUILD=1      use the release binary as it is
+#   VARIANTS=file     one run per line, `label|binary|VAR=value ...` (binary empty: the
+#                     release build), all against the same objects
+# Prints, per run: idle RSS (controllers on, CRDs installed, before any object exists),
+# then the time until the reconcile count reaches the object count, and 10 s later the
+# peak RSS (VmHWM) and the RSS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
 M=${2:-3000}
+CAPI=${CAPI:-1}
 KUBE_DIR=${STACKHOOK_KUBE_DIR:-../shared/kube}
 [ -f "$KUBE_DIR/up" ] || { echo "no $KUBE_DIR: this benchmark needs its API server"; exit 0; }
 command -v kubectl >/dev/null || { echo "kubectl is needed"; exit 1; }
 if [ -z "${SKIP_BUILD:-}" ]; then
-  cargo build --release --bin stackhook >/dev/null 2>&1 || cargo build --release --bin stackhook
+  cargo build --release --locked --bin stackhook >/dev/null 2>&1 || cargo build --release --locked --bin stackhook
 fi
 TARGET=${CARGO_TARGET_DIR:-target}
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; bash "$KUBE_DIR/down" "$WORK/kube" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+SERVE_PID=
+stop_serve() {
+  if [ -n "$SERVE_PID" ]; then
+    kill "$SERVE_PID" 2>/dev/null || true
+    wait "$SERVE_PID" 2>/dev/null || true
+    SERVE_PID=
+  fi
+}
+trap 'stop_serve; bash "$KUBE_DIR/down" "$WORK/kube" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 export KUBECONFIG=$(bash "$KUBE_DIR/up" "$WORK/kube" | tail -n 1)
-k() { kubectl --request-timeout=120s "$@"; }
+k() { kubectl --request-timeout=300s "$@"; }
 "$TARGET/release/stackhook" crds | k apply --server-side -f - >/dev/null
 k apply --server-side -f "$KUBE_DIR/crds/cluster-api-v1.13.5/" >/dev/null
 k create namespace scale >/dev/null
-python3 - "$N" "$M" "$WORK" <<'EOF'
+
+if [ -n "${VARIANTS:-}" ]; then
+  cp "$VARIANTS" "$WORK/variants"
+else
+  echo "current||" >"$WORK/variants"
+fi
+
+# `serve LABEL BINARY ENV...`: starts the controllers, sets SERVE_PID.
+serve() {
+  local label=$1 bin=${2:-$TARGET/release/stackhook}
+  shift 2
+  env "$@" "$bin" serve --controllers --kubeconfig "$KUBECONFIG" --leader-election=false \
+    --listen 127.0.0.1:19543 --admin-listen 127.0.0.1:18180 --self-signed-dir "$WORK/ss" \
+    --log-format json >"$WORK/serve-$label.log" 2>&1 &
+  SERVE_PID=$!
+}
+reconciles() {
+  { curl -sf http://127.0.0.1:18180/metrics 2>/dev/null || true; } |
+    awk '/^stackhook_controller_reconciles_total/ {s += $2} END {print s + 0}'
+}
+mib() { awk -v k="$1" '$1 == k":" {printf "%.1f", $2/1024}' "/proc/$SERVE_PID/status"; }
+
+echo "idle (controllers on, no objects), 10 s after start:"
+while IFS='|' read -r label bin envs; do
+  [ -n "$label" ] || continue
+  # shellcheck disable=SC2086
+  serve "$label" "$bin" $envs
+  sleep 10
+  echo "  $label: RSS $(mib VmRSS) MiB, peak $(mib VmHWM) MiB"
+  stop_serve
+done <"$WORK/variants"
+
+python3 - "$N" "$M" "$CAPI" "$WORK" <<'EOF'
 import json, sys
-n, m, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+n, m, capi, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 G = "infrastructure.cluster.x-k8s.io/v1beta1"
+C = "cluster.x-k8s.io/v1beta2"
+T = "2026-01-01T00:00:00Z"
 def osc(i):
     name = "c%04d" % i
     return {"apiVersion": G, "kind": "OpenStackCluster",
@@ -58,28 +110,92 @@ def osm(i):
                      "sshKeyName": "default", "serverMetadata": [{"key": "k", "value": "v"}],
                      "rootVolume": {"sizeGiB": 50, "type": "ssd"},
                      "tags": ["magnum"]}}
+def conditions(kinds):
+    return [{"type": t, "status": "True", "reason": "Ready", "message": "",
+             "lastTransitionTime": T, "observedGeneration": 1} for t in kinds]
+def cluster(i):
+    name = "c%04d" % i
+    return {"apiVersion": C, "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "scale",
+                         "labels": {"cluster.x-k8s.io/cluster-name": name}},
+            "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]},
+                                        "services": {"cidrBlocks": ["10.96.0.0/12"]}},
+                     "controlPlaneEndpoint": {"host": "192.0.2.10", "port": 6443},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                           "kind": "OpenStackCluster", "name": name},
+                     "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io",
+                                         "kind": "KubeadmControlPlane", "name": name + "-cp"}}}
+def cluster_status(i):
+    name = "c%04d" % i
+    return {"apiVersion": C, "kind": "Cluster", "metadata": {"name": name, "namespace": "scale"},
+            "status": {"phase": "Provisioned", "observedGeneration": 1,
+                       "initialization": {"infrastructureProvisioned": True, "controlPlaneInitialized": True},
+                       "failureDomains": [{"name": "az1", "controlPlane": True}, {"name": "az2", "controlPlane": True}],
+                       "conditions": conditions(["Available", "InfrastructureReady", "ControlPlaneInitialized",
+                                                 "ControlPlaneAvailable", "WorkersAvailable", "RemoteConnectionProbe",
+                                                 "MachinesReady", "MachinesUpToDate", "ScalingUp", "ScalingDown",
+                                                 "Remediating", "Deleting", "Paused", "TopologyReconciled"])}}
+def machine(i):
+    name = "c%04d-md-%d-x%04d" % (i // 3, i % 3, i)
+    return {"apiVersion": C, "kind": "Machine",
+            "metadata": {"name": name, "namespace": "scale",
+                         "labels": {"cluster.x-k8s.io/cluster-name": "c%04d" % (i // 3),
+                                    "cluster.x-k8s.io/deployment-name": "c%04d-md" % (i // 3)}},
+            "spec": {"clusterName": "c%04d" % (i // 3), "version": "v1.33.1", "failureDomain": "az1",
+                     "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io",
+                                                 "kind": "KubeadmConfig", "name": name},
+                                   "dataSecretName": name},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                           "kind": "OpenStackMachine", "name": "c%04d-md-%d" % (i // 3, i % 3)}}}
+def machine_status(i):
+    name = "c%04d-md-%d-x%04d" % (i // 3, i % 3, i)
+    return {"apiVersion": C, "kind": "Machine", "metadata": {"name": name, "namespace": "scale"},
+            "status": {"phase": "Running", "observedGeneration": 1,
+                       "initialization": {"infrastructureProvisioned": True, "bootstrapDataSecretCreated": True},
+                       "nodeRef": {"name": name},
+                       "addresses": [{"type": "InternalIP", "address": "10.0.0.%d" % (i % 250 + 2)},
+                                     {"type": "InternalDNS", "address": name}],
+                       "nodeInfo": {"architecture": "amd64", "bootID": "b", "containerRuntimeVersion": "containerd://1.7.27",
+                                    "kernelVersion": "6.8.0-60-generic", "kubeProxyVersion": "", "kubeletVersion": "v1.33.1",
+                                    "machineID": "m", "operatingSystem": "linux", "osImage": "Ubuntu 24.04.2 LTS",
+                                    "systemUUID": "s"},
+                       "conditions": conditions(["Available", "Ready", "UpToDate", "BootstrapConfigReady",
+                                                 "InfrastructureReady", "NodeReady", "NodeHealthy", "Deleting",
+                                                 "Paused", "Updating"])}}
 with open(work + "/objects.yaml", "w") as f:
     for i in range(n): f.write("---\n" + json.dumps(osc(i)) + "\n")
     for i in range(m): f.write("---\n" + json.dumps(osm(i)) + "\n")
+    if capi:
+        for i in range(n): f.write("---\n" + json.dumps(cluster(i)) + "\n")
+        for i in range(m): f.write("---\n" + json.dumps(machine(i)) + "\n")
 with open(work + "/status.yaml", "w") as f:
     for i in range(n): f.write("---\n" + json.dumps(osc_status(i)) + "\n")
+    if capi:
+        for i in range(n): f.write("---\n" + json.dumps(cluster_status(i)) + "\n")
+        for i in range(m): f.write("---\n" + json.dumps(machine_status(i)) + "\n")
 EOF
 t0=$(date +%s)
 k apply --server-side -f "$WORK/objects.yaml" >/dev/null
 k apply --server-side --subresource=status -f "$WORK/status.yaml" >/dev/null
-echo "created $N OpenStackClusters and $M OpenStackMachines in $(( $(date +%s) - t0 )) s"
+extra=""
+[ "$CAPI" = 1 ] && extra=", $N Clusters and $M Machines"
+echo "created $N OpenStackClusters, $M OpenStackMachines$extra in $(( $(date +%s) - t0 )) s"
 
-"$TARGET/release/stackhook" serve --controllers --kubeconfig "$KUBECONFIG" --leader-election=false \
-  --listen 127.0.0.1:19543 --admin-listen 127.0.0.1:18180 --self-signed-dir "$WORK/ss" \
-  --log-format json >"$WORK/serve.log" 2>&1 &
-PID=$!
 total=$((N + M))
-for _ in $(seq 240); do
-  seen=$(curl -sf http://127.0.0.1:18180/metrics 2>/dev/null |
-    awk '/^stackhook_controller_reconciles_total/ {s += $2} END {print s + 0}')
-  [ "${seen%.*}" -ge "$total" ] && break
-  sleep 0.5
-done
-sleep 5
-awk '/VmHWM|VmRSS/ {printf "%s %.1f MiB\n", $1, $2/1024}' "/proc/$PID/status"
-echo "reconciles: $seen of $total objects"
+while IFS='|' read -r label bin envs; do
+  [ -n "$label" ] || continue
+  # shellcheck disable=SC2086
+  serve "$label" "$bin" $envs
+  start=$(date +%s.%N)
+  seen=0
+  for _ in $(seq 1200); do
+    seen=$(reconciles)
+    [ "${seen%.*}" -ge "$total" ] && break
+    sleep 0.25
+  done
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  sleep 10
+  printf '  %s: %s reconciles in %.1f s; 10 s later peak RSS %s MiB, RSS %s MiB\n' \
+    "$label" "$(reconciles)" "$took" "$(mib VmHWM)" "$(mib VmRSS)"
+  stop_serve
+done <"$WORK/variants"

@@ -14,7 +14,9 @@ use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::sdk::CapiVersion;
 
 /// glibc's malloc and free were a sixth of the request path in profiles; mimalloc's
-/// per-thread heaps cost far less for the many short-lived JSON allocations.
+/// per-thread heaps cost far less for the many short-lived JSON allocations. Built
+/// without transparent huge pages (the `no_thp` feature): mimalloc asks for them on
+/// its arenas, and 2 MiB pages barely used cost 10 to 30 MiB of RSS (BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

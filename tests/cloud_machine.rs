@@ -33,6 +33,7 @@ use stackhook::infra::machine::OpenStackMachineInfra;
 use stackhook::infra::seam::{IdentitySecret, MachineScope};
 use stackhook_openstack::blockstorage::BlockStorage;
 use stackhook_openstack::compute::Compute;
+use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::Clients;
 
 const NAMESPACE: &str = "sh-machine";
@@ -542,5 +543,276 @@ fn a_managed_group_deleted_under_a_booting_machine_is_made_anew() {
         }
         let servers: Vec<&str> = names.iter().map(String::as_str).collect();
         finish(checks, &member, &servers, &name, &osc, &id).await;
+    });
+}
+
+fn external_ips(osm: &OpenStackMachine) -> Vec<String> {
+    osm.status
+        .as_ref()
+        .map(|s| {
+            s.addresses
+                .iter()
+                .filter(|a| a.type_ == "ExternalIP")
+                .map(|a| a.address.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn api_fip(member: &Clients, address: &str) -> net::FloatingIp {
+    let found: Vec<net::FloatingIp> = member
+        .network
+        .list(&[("floating_ip_address", address.to_string())])
+        .await
+        .expect("floating IPs");
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.into_iter().next().unwrap()
+}
+
+fn first_port(osm: &OpenStackMachine) -> String {
+    osm.status
+        .as_ref()
+        .unwrap()
+        .resources
+        .as_ref()
+        .unwrap()
+        .ports[0]
+        .id
+        .clone()
+}
+
+/// A cluster without a load balancer serves its API on a floating IP, which a
+/// control-plane machine carries, as in CAPO: the first one gets it on its port
+/// (an ExternalIP in status), a second one leaves it there, and when the holder goes
+/// the survivor's next pass takes it over. The address stays the cluster's: deleting
+/// the machines never releases it, deleting the cluster does.
+#[test]
+fn the_api_floating_ip_moves_between_control_plane_machines() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("mf");
+        let osc = ready_cluster(&name, "10.65.0.0/24", &id).await;
+        let names = [format!("{name}-cp-a"), format!("{name}-cp-b")];
+        let address = osc
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .map(|e| e.host.clone())
+            .expect("the cluster's endpoint");
+        let checks = AssertUnwindSafe(async {
+            assert!(osc.spec.api_server_load_balancer.is_none());
+            let before = api_fip(&member, &address).await;
+            assert_eq!(before.port_id, None, "the cluster leaves it unbound");
+            let infra = OpenStackMachineInfra::default();
+            let scope = machine_scope(&name, &osc, true);
+            let mut a = machine(&names[0]);
+            converge_machine(&infra, &scope, &mut a, &id, false).await;
+            assert_eq!(external_ips(&a), std::slice::from_ref(&address));
+            assert_eq!(
+                api_fip(&member, &address).await.port_id,
+                Some(first_port(&a))
+            );
+
+            let mut b = machine(&names[1]);
+            converge_machine(&infra, &scope, &mut b, &id, false).await;
+            assert!(external_ips(&b).is_empty(), "{:?}", b.status);
+            assert_eq!(
+                api_fip(&member, &address).await.port_id,
+                Some(first_port(&a)),
+                "the holder keeps it"
+            );
+
+            // A ready machine's pass: one GET of the server, one of the address.
+            let calls = || infra.clients_for(&id).unwrap().session.stats().snapshot();
+            let start = calls();
+            converge_machine(&infra, &scope, &mut b, &id, false).await;
+            let steady = calls() - start;
+            assert_eq!((steady.reads, steady.writes), (2, 0), "{steady:?}");
+
+            delete_machine(&infra, &scope, &mut a, &id).await;
+            assert_eq!(api_fip(&member, &address).await.port_id, None);
+            let (passes, _) = converge_machine(&infra, &scope, &mut b, &id, false).await;
+            assert_eq!(passes, 1);
+            assert_eq!(external_ips(&b), std::slice::from_ref(&address));
+            assert_eq!(
+                api_fip(&member, &address).await.port_id,
+                Some(first_port(&b))
+            );
+
+            delete_machine(&infra, &scope, &mut b, &id).await;
+            let after = api_fip(&member, &address).await;
+            assert_eq!(
+                (after.id.as_str(), after.port_id.as_deref()),
+                (before.id.as_str(), None)
+            );
+        })
+        .catch_unwind()
+        .await;
+        let servers: Vec<&str> = names.iter().map(String::as_str).collect();
+        finish(checks, &member, &servers, &name, &osc, &id).await;
+        let left: Vec<net::FloatingIp> = member
+            .network
+            .list(&[("floating_ip_address", address.clone())])
+            .await
+            .unwrap();
+        assert!(
+            left.is_empty(),
+            "the cluster's deletion releases it: {left:?}"
+        );
+    });
+}
+
+/// `floatingIPPoolRef` needs CAPO's pool controller, which does not run here: the
+/// machine stops with a user error naming the pool before anything is created.
+#[test]
+fn a_floating_ip_pool_reference_is_refused_before_any_create() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    runtime().block_on(async {
+        let name = unique("mp");
+        // No cluster resources are needed: nothing may be created.
+        let osc = infra::cluster(NAMESPACE, &name, cluster_spec("10.66.0.0/24"));
+        let infra = OpenStackMachineInfra::default();
+        let scope = machine_scope(&name, &osc, false);
+        let mut osm = machine(&format!("{name}-md-0-p"));
+        osm.spec.floating_ip_pool_ref =
+            Some(stackhook::infra::api::types::TypedLocalObjectReference {
+                api_group: Some("infrastructure.cluster.x-k8s.io".into()),
+                kind: "OpenStackFloatingIPPool".into(),
+                name: "public".into(),
+            });
+        let calls = || infra.clients_for(&id).unwrap().session.stats().snapshot();
+        let start = calls();
+        let (reason, message) =
+            machine_support::try_converge_machine(&infra, &scope, &mut osm, &id, false)
+                .await
+                .unwrap_err();
+        assert_eq!(reason, "InvalidMachineSpec");
+        assert!(
+            message.contains("OpenStackFloatingIPPool public"),
+            "{message}"
+        );
+        let sent = calls() - start;
+        assert_eq!(sent.writes, 0, "{sent:?}");
+        let status = osm.status.unwrap();
+        assert_eq!(status.failure_reason.as_deref(), Some("InvalidMachineSpec"));
+        assert_eq!(status.instance_id, None);
+    });
+}
+
+/// `trunk: true`: on a cloud whose Neutron serves trunks, the port becomes the parent
+/// of a trunk named after it and tagged like it, the server boots on it, and
+/// deletion takes the trunk before the port; on a cloud without, the machine stops
+/// with TrunkNotSupported before creating anything.
+#[test]
+fn a_trunked_port_gets_its_trunk_or_a_clear_refusal() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let extensions: Vec<net::Extension> = member.network.list(&[]).await.unwrap();
+        let has_trunks = extensions.iter().any(|e| e.alias == "trunk");
+        println!("this cloud's Neutron serves trunks: {has_trunks}");
+        let name = unique("mt");
+        let infra = OpenStackMachineInfra::default();
+        let server_name = format!("{name}-md-0-t");
+        if !has_trunks {
+            let osc = infra::cluster(NAMESPACE, &name, cluster_spec("10.67.0.0/24"));
+            let scope = machine_scope(&name, &osc, false);
+            let mut osm = machine(&server_name);
+            osm.spec.trunk = Some(true);
+            osm.spec.ports = vec![stackhook::infra::api::types::PortOpts {
+                network: Some(stackhook::infra::api::types::NetworkParam {
+                    id: Some("00000000-0000-0000-0000-000000000000".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }];
+            let calls = || infra.clients_for(&id).unwrap().session.stats().snapshot();
+            let start = calls();
+            let (reason, message) =
+                machine_support::try_converge_machine(&infra, &scope, &mut osm, &id, false)
+                    .await
+                    .unwrap_err();
+            assert_eq!(reason, "TrunkNotSupported", "{message}");
+            assert!(message.contains(&format!("{server_name}-0")), "{message}");
+            assert_eq!((calls() - start).writes, 0);
+            return;
+        }
+        let osc = ready_cluster(&name, "10.67.0.0/24", &id).await;
+        let checks = AssertUnwindSafe(async {
+            let scope = machine_scope(&name, &osc, false);
+            let mut osm = machine(&server_name);
+            osm.spec.trunk = Some(true);
+            converge_machine(&infra, &scope, &mut osm, &id, false).await;
+            let port = first_port(&osm);
+            let trunks: Vec<net::Trunk> = member
+                .network
+                .list(&[("port_id", port.clone())])
+                .await
+                .unwrap();
+            assert_eq!(trunks.len(), 1, "{trunks:?}");
+            assert_eq!(trunks[0].name, format!("{server_name}-0"));
+            let names = ClusterNames::new(NAMESPACE, &name);
+            assert!(trunks[0]
+                .tags
+                .contains(&stackhook::infra::cluster::owner_tag(&names)));
+            let server = member
+                .compute
+                .server(osm.status.as_ref().unwrap().instance_id.as_ref().unwrap())
+                .await
+                .unwrap();
+            assert_eq!(server.status, "ACTIVE");
+
+            // A second pass adopts the trunk instead of making another.
+            let mut again = machine(&server_name);
+            again.spec.trunk = Some(true);
+            again.status = osm.status.clone().map(|mut s| {
+                s.ready = None;
+                s
+            });
+            converge_machine(&infra, &scope, &mut again, &id, false).await;
+            let trunks: Vec<net::Trunk> = member
+                .network
+                .list(&[("port_id", port.clone())])
+                .await
+                .unwrap();
+            assert_eq!(trunks.len(), 1);
+
+            delete_machine(&infra, &scope, &mut osm, &id).await;
+            let trunks: Vec<net::Trunk> = member
+                .network
+                .list(&[("port_id", port.clone())])
+                .await
+                .unwrap();
+            assert!(trunks.is_empty(), "{trunks:?}");
+            assert!(ports_named(&member, &format!("{server_name}-0"))
+                .await
+                .is_empty());
+        })
+        .catch_unwind()
+        .await;
+        if checks.is_err() {
+            for t in member
+                .network
+                .list::<net::Trunk>(&[("name", format!("{server_name}-0"))])
+                .await
+                .unwrap_or_default()
+            {
+                let _ = member.network.delete::<net::Trunk>(&t.id).await;
+            }
+        }
+        finish(checks, &member, &[&server_name], &name, &osc, &id).await;
     });
 }

@@ -457,6 +457,11 @@ impl Replica {
     }
 
     async fn counters(&self) -> Counters {
+        self.counters_of("openstackcluster").await
+    }
+
+    /// The reconcile and status-write counts of one controller.
+    async fn counters_of(&self, controller: &str) -> Counters {
         let text = self
             .http
             .get(format!("{}/metrics", self.srv.admin))
@@ -467,7 +472,7 @@ impl Replica {
             .text()
             .await
             .expect("metrics text");
-        let ctl = [("controller", "openstackcluster")];
+        let ctl = [("controller", controller)];
         Counters {
             leader: sample(&text, "stackhook_controller_leader", &[]),
             reconciles: sample(&text, "stackhook_controller_reconciles_total", &ctl),
@@ -475,7 +480,7 @@ impl Replica {
             successes: sample(
                 &text,
                 "stackhook_controller_reconciles_total",
-                &[("controller", "openstackcluster"), ("outcome", "success")],
+                &[("controller", controller), ("outcome", "success")],
             ),
         }
     }
@@ -863,7 +868,7 @@ async fn controller_cases(
     step(g, &format!("SIGTERM: c took over after {took:?}"), term);
 
     let t = Instant::now();
-    machine_case(client, g, ns, &clusters, clouds_yaml, check).await;
+    machine_case(client, g, ns, &clusters, clouds_yaml, check, &c).await;
     step(g, "a Machine got its server and gave it back", t);
 
     // Deletion: cloud resources, then the finalizer, then the object.
@@ -911,7 +916,9 @@ async fn machine_case(
     clusters: &Api<DynamicObject>,
     clouds_yaml: &[u8],
     check: &stackhook_openstack::Clients,
+    leader: &Replica,
 ) {
+    let counted = async || leader.counters_of("openstackmachine").await;
     let name = "e2e";
     let admin = infra::checker(clouds_yaml, cloud::ADMIN);
     // No CAPI controller runs here: mark the Cluster's infrastructure provisioned as
@@ -974,6 +981,8 @@ async fn machine_case(
         "uid": machine.uid().expect("Machine uid"), "controller": true, "blockOwnerDeletion": true
     }))
     .unwrap()]);
+    let t = Instant::now();
+    let at_start = counted().await;
     osms.create(&PostParams::default(), &osm)
         .await
         .expect("creating the OpenStackMachine");
@@ -991,6 +1000,39 @@ async fn machine_case(
     )
     .await;
     let ready = ready.unwrap();
+    // The pass that set `spec.providerID` comes back once as a watch event (a spec
+    // change) and finds nothing to do; status writes start no reconcile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let at_ready = counted().await;
+    step(
+        g,
+        &format!(
+            "machine: ready after {} reconciles and {} status writes",
+            at_ready.reconciles - at_start.reconciles,
+            at_ready.status_writes - at_start.status_writes
+        ),
+        t,
+    );
+    let t = Instant::now();
+    tokio::time::sleep(QUIET_WINDOW).await;
+    let quiet = counted().await;
+    step(
+        g,
+        &format!(
+            "machine: ready for {QUIET_WINDOW:?}: {} reconciles, {} status writes",
+            quiet.reconciles - at_ready.reconciles,
+            quiet.status_writes - at_ready.status_writes
+        ),
+        t,
+    );
+    assert_eq!(
+        (
+            quiet.reconciles - at_ready.reconciles,
+            quiet.status_writes - at_ready.status_writes
+        ),
+        (0.0, 0.0),
+        "a ready machine in {QUIET_WINDOW:?}: {at_ready:?} → {quiet:?}"
+    );
     let status = ready.status.clone().unwrap();
     let server_id = status.instance_id.clone().expect("instance ID");
     assert_eq!(
@@ -1028,6 +1070,8 @@ async fn machine_case(
         data.as_bytes()
     );
 
+    let t = Instant::now();
+    let before_delete = counted().await;
     osms.delete("e2e-md-0-a", &DeleteParams::default())
         .await
         .expect("deleting the OpenStackMachine");
@@ -1037,6 +1081,16 @@ async fn machine_case(
         async || matches!(osms.get_opt("e2e-md-0-a").await, Ok(None)),
     )
     .await;
+    let deleted = counted().await;
+    step(
+        g,
+        &format!(
+            "machine: deleted after {} reconciles and {} status writes",
+            deleted.reconciles - before_delete.reconciles,
+            deleted.status_writes - before_delete.status_writes
+        ),
+        t,
+    );
     match check.compute.server(&server_id).await {
         Err(e) => assert!(e.is_not_found(), "{e}"),
         Ok(s) => panic!("the server is still there: {} {}", s.id, s.status),

@@ -14,30 +14,31 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerRunConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::backoff::Backoff;
-use super::bootstrap_vars::{self, SecretChange, VarsError};
+use super::bootstrap_vars::{self, SecretChange};
 use super::capi::{self, CapiResources};
+use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
 use super::status::PatchStatusSink;
+use super::watch;
 use crate::hooks::results::{ClusterResult, ClusterResults};
 use crate::infra::api::names::{conditions, CLUSTER_FINALIZER, CLUSTER_NAME_LABEL};
 use crate::infra::api::types::ApiEndpoint;
 use crate::infra::api::{cluster::ClusterInitialization, OpenStackCluster, OpenStackMachine};
 use crate::infra::bootstrap::{self, MachineFacts};
 use crate::infra::conditions::{self as cond, Severity};
-use crate::infra::seam::{ClusterInfra, ClusterScope, DeleteProgress, InfraError, SinkError};
+use crate::infra::seam::{ClusterInfra, ClusterScope, DeleteProgress, InfraError};
 use crate::metrics::{ControllerMetrics, ReconcileOutcome};
 
 /// Name of this controller in metrics and logs.
@@ -113,28 +114,7 @@ impl<I: ClusterInfra> ClusterContext<I> {
     }
 }
 
-/// Why a reconcile failed; all variants are retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("apiserver: {0}")]
-    Kube(#[from] kube::Error),
-    /// From the cloud half. User errors are answered with a condition and an Event
-    /// before they get here, so in practice this is a transient or a status-write error.
-    #[error(transparent)]
-    Infra(#[from] InfraError),
-    #[error("reconcile panicked")]
-    Panicked,
-    #[error("object has no namespace")]
-    NoNamespace,
-    #[error("bootstrap vars: {0}")]
-    BootstrapVars(#[from] VarsError),
-}
-
-impl From<SinkError> for ReconcileError {
-    fn from(e: SinkError) -> ReconcileError {
-        ReconcileError::Infra(InfraError::Sink(e))
-    }
-}
+pub use super::driver::ReconcileError;
 
 /// One reconcile, with its outcome counted and timed. Its span names the object, so
 /// every line the cloud half logs meanwhile carries the namespace and name.
@@ -151,27 +131,8 @@ pub async fn reconcile<I: ClusterInfra>(
     osc: Arc<OpenStackCluster>,
     ctx: Arc<ClusterContext<I>>,
 ) -> Result<Action, ReconcileError> {
-    let started = Instant::now();
-    // A panic would end the whole controller stream; it becomes a retried error instead,
-    // as a panicking hook handler becomes a Failure answer.
-    let result = std::panic::AssertUnwindSafe(reconcile_inner(&osc, &ctx))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|_| {
-            tracing::error!("reconcile panicked");
-            Err(ReconcileError::Panicked)
-        });
-    let outcome = match &result {
-        Ok((_, outcome)) => *outcome,
-        Err(_) => ReconcileOutcome::transient_error,
-    };
-    ctx.metrics
-        .observe(CONTROLLER, outcome, started.elapsed().as_secs_f64());
-    if result.is_ok() {
-        ctx.backoff
-            .reset(&osc.namespace().unwrap_or_default(), &osc.name_any());
-    }
-    result.map(|(action, _)| action)
+    let work = reconcile_inner(&osc, &ctx);
+    driver::counted(CONTROLLER, &ctx.metrics, &ctx.backoff, &*osc, work).await
 }
 
 /// Transient failures: exponential backoff per object, logged but no Event.
@@ -180,21 +141,11 @@ pub fn error_policy<I: ClusterInfra>(
     err: &ReconcileError,
     ctx: Arc<ClusterContext<I>>,
 ) -> Action {
-    let (ns, name) = (osc.namespace().unwrap_or_default(), osc.name_any());
-    let backoff = ctx.backoff.next(&ns, &name);
-    let delay = match err {
-        ReconcileError::Infra(InfraError::Transient {
-            retry_after: Some(after),
-            ..
-        }) => *after,
-        _ => backoff,
-    };
-    tracing::warn!(namespace = %ns, name = %name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
-    Action::requeue(delay)
+    driver::retry(&ctx.backoff, &*osc, err)
 }
 
 fn has_finalizer(osc: &OpenStackCluster) -> bool {
-    osc.finalizers().iter().any(|f| f == CLUSTER_FINALIZER)
+    driver::has_finalizer(osc, CLUSTER_FINALIZER)
 }
 
 async fn reconcile_inner<I: ClusterInfra>(
@@ -256,32 +207,6 @@ async fn reconcile_inner<I: ClusterInfra>(
         return Ok((Action::await_change(), ReconcileOutcome::skipped));
     }
     apply(osc, ctx, &api, scope).await
-}
-
-/// Merge-patches `metadata.finalizers`, guarded by the resourceVersion read so
-/// that a concurrent change to the list is a conflict instead of lost.
-/// (kube's `finalizer` helper removes the finalizer whenever cleanup returns
-/// `Ok`, which leaves no way to say "still waiting" without an error.)
-async fn set_finalizers(
-    api: &Api<OpenStackCluster>,
-    osc: &OpenStackCluster,
-    change: impl FnOnce(&mut Vec<String>),
-) -> Result<(), kube::Error> {
-    let mut finalizers = osc.finalizers().to_vec();
-    change(&mut finalizers);
-    let patch = json!({
-        "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": osc.resource_version(),
-        }
-    });
-    api.patch(
-        &osc.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
 }
 
 async fn apply<I: ClusterInfra>(
@@ -437,36 +362,16 @@ async fn user_error<I: ClusterInfra>(
     reason: &str,
     message: &str,
 ) -> Result<(Action, ReconcileOutcome), ReconcileError> {
-    let mut status = sink.last();
-    cond::mark_false(
-        &mut status.conditions,
-        conditions::READY,
+    driver::user_error(
+        &ctx.recorder,
+        &ctx.timing,
+        osc,
+        sink,
+        action,
         reason,
-        Severity::Error,
         message,
-    );
-    sink.write(&status).await?;
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.to_string(),
-        note: Some(message.chars().take(1024).collect()),
-        action: action.to_string(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &osc.object_ref(&())).await {
-        tracing::warn!(error = %e, "publishing the Event failed");
-    }
-    tracing::warn!(
-        namespace = %osc.namespace().unwrap_or_default(),
-        name = %osc.name_any(),
-        %reason,
-        %message,
-        "reconcile needs a change by the user"
-    );
-    Ok((
-        Action::requeue(ctx.timing.user_error),
-        ReconcileOutcome::user_error,
-    ))
+    )
+    .await
 }
 
 /// Runs the controller until `shutdown` resolves (then lets running reconciles
@@ -478,62 +383,47 @@ pub async fn run<I: ClusterInfra>(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
-    let (osc_api, cluster_api): (Api<OpenStackCluster>, Api<DynamicObject>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced_with(client, ns, &ctx.capi.cluster),
-        ),
-        None => (
-            Api::all(client.clone()),
-            Api::all_with(client, &ctx.capi.cluster),
-        ),
+    let osc_api: Api<OpenStackCluster> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
     tracing::info!(
         namespace = namespace.unwrap_or("<all>"),
         concurrency,
         "OpenStackCluster controller starting"
     );
-    let (secret_api, osm_api): (Api<Secret>, Api<OpenStackMachine>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(ctx.client.clone(), ns),
-            Api::namespaced(ctx.client.clone(), ns),
-        ),
-        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
-    };
-    let controller = Controller::new(osc_api, watcher::Config::default());
-    let triggers = MachineTriggers::new(controller.store());
-    controller
+    let (secret_api, osm_api): (Api<PartialObjectMeta<Secret>>, Api<OpenStackMachine>) =
+        match namespace {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
+        };
+    // Only the Secrets this controller writes, and only their metadata: an edit or a
+    // deletion is what starts a pass, and their data stays out of this process.
+    let secrets = watch::labelled_metadata(secret_api, bootstrap::SECRET_LABEL);
+    let (cache, oscs) = watch::cached(osc_api);
+    let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
+    let owned = cache.clone();
+    let triggers = MachineTriggers::new(cache.clone());
+    let results = Controller::for_stream(oscs, cache)
         .with_config(ControllerRunConfig::default().concurrency(concurrency))
-        .watches_with(
-            cluster_api,
+        .watches_stream_with(
+            clusters,
+            move |cluster| watch::owned_by(&owned, "Cluster", Some(CLUSTER_NAME_LABEL), &cluster),
             ctx.capi.cluster.clone(),
-            watcher::Config::default(),
-            |cluster| capi::infrastructure_ref(&cluster),
         )
-        // Only the Secrets this controller writes are watched (and not cached).
-        .owns_with(
-            secret_api,
-            (),
-            watcher::Config::default().labels(bootstrap::SECRET_LABEL),
-        )
+        .owns_stream(secrets)
         .watches_with(
             osm_api,
             (),
-            watcher::Config::default().labels(CLUSTER_NAME_LABEL),
+            watch::config().labels(CLUSTER_NAME_LABEL),
             move |osm| triggers.changed(&osm),
         )
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
-                Err(kube::runtime::controller::Error::ReconcilerFailed(_, obj)) => {
-                    tracing::debug!(object = %obj, "reconcile failed")
-                }
-                Err(e) => tracing::warn!(error = %e, "controller"),
-            }
-        })
-        .await;
+        .run(reconcile, error_policy, ctx);
+    driver::drain(results).await;
     tracing::info!("OpenStackCluster controller stopped");
 }
 

@@ -9,22 +9,23 @@
 //! infrastructure is provisioned and the Machine's bootstrap data exists.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerRunConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::backoff::Backoff;
 use super::capi::{self, CapiResources};
 use super::cluster::Timing;
+use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
 use super::status::PatchStatusSink;
+use super::watch;
 use crate::infra::api::machine::MachineInitialization;
 use crate::infra::api::names::{
     conditions, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_FINALIZER,
@@ -83,24 +84,7 @@ impl<I: MachineInfra> MachineContext<I> {
     }
 }
 
-/// Why a reconcile failed; all variants are retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("apiserver: {0}")]
-    Kube(#[from] kube::Error),
-    #[error(transparent)]
-    Infra(#[from] InfraError),
-    #[error("reconcile panicked")]
-    Panicked,
-    #[error("object has no namespace")]
-    NoNamespace,
-}
-
-impl From<SinkError> for ReconcileError {
-    fn from(e: SinkError) -> ReconcileError {
-        ReconcileError::Infra(InfraError::Sink(e))
-    }
-}
+pub use super::driver::ReconcileError;
 
 /// One reconcile, counted and timed, in a span naming the object.
 #[tracing::instrument(
@@ -116,25 +100,8 @@ pub async fn reconcile<I: MachineInfra>(
     osm: Arc<OpenStackMachine>,
     ctx: Arc<MachineContext<I>>,
 ) -> Result<Action, ReconcileError> {
-    let started = Instant::now();
-    let result = std::panic::AssertUnwindSafe(reconcile_inner(&osm, &ctx))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|_| {
-            tracing::error!("reconcile panicked");
-            Err(ReconcileError::Panicked)
-        });
-    let outcome = match &result {
-        Ok((_, outcome)) => *outcome,
-        Err(_) => ReconcileOutcome::transient_error,
-    };
-    ctx.metrics
-        .observe(CONTROLLER, outcome, started.elapsed().as_secs_f64());
-    if result.is_ok() {
-        ctx.backoff
-            .reset(&osm.namespace().unwrap_or_default(), &osm.name_any());
-    }
-    result.map(|(action, _)| action)
+    let work = reconcile_inner(&osm, &ctx);
+    driver::counted(CONTROLLER, &ctx.metrics, &ctx.backoff, &*osm, work).await
 }
 
 /// Transient failures: exponential backoff per object, logged but no Event.
@@ -143,21 +110,11 @@ pub fn error_policy<I: MachineInfra>(
     err: &ReconcileError,
     ctx: Arc<MachineContext<I>>,
 ) -> Action {
-    let (ns, name) = (osm.namespace().unwrap_or_default(), osm.name_any());
-    let backoff = ctx.backoff.next(&ns, &name);
-    let delay = match err {
-        ReconcileError::Infra(InfraError::Transient {
-            retry_after: Some(after),
-            ..
-        }) => *after,
-        _ => backoff,
-    };
-    tracing::warn!(namespace = %ns, name = %name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
-    Action::requeue(delay)
+    driver::retry(&ctx.backoff, &*osm, err)
 }
 
 fn has_finalizer(osm: &OpenStackMachine) -> bool {
-    osm.finalizers().iter().any(|f| f == MACHINE_FINALIZER)
+    driver::has_finalizer(osm, MACHINE_FINALIZER)
 }
 
 fn text<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
@@ -265,28 +222,6 @@ async fn reconcile_inner<I: MachineInfra>(
         return Ok((Action::await_change(), ReconcileOutcome::skipped));
     }
     apply(osm, ctx, &api, around, &ns).await
-}
-
-async fn set_finalizers(
-    api: &Api<OpenStackMachine>,
-    osm: &OpenStackMachine,
-    change: impl FnOnce(&mut Vec<String>),
-) -> Result<(), kube::Error> {
-    let mut finalizers = osm.finalizers().to_vec();
-    change(&mut finalizers);
-    let patch = json!({
-        "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": osm.resource_version(),
-        }
-    });
-    api.patch(
-        &osm.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
 }
 
 /// The scope of the cloud half; `bootstrap_data` is filled by the caller.
@@ -506,30 +441,16 @@ async fn user_error<I: MachineInfra>(
     reason: &str,
     message: &str,
 ) -> Result<(Action, ReconcileOutcome), ReconcileError> {
-    let mut status = sink.last();
-    cond::mark_false(
-        &mut status.conditions,
-        conditions::READY,
+    driver::user_error(
+        &ctx.recorder,
+        &ctx.timing,
+        osm,
+        sink,
+        action,
         reason,
-        Severity::Error,
         message,
-    );
-    sink.write(&status).await?;
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.to_string(),
-        note: Some(message.chars().take(1024).collect()),
-        action: action.to_string(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &osm.object_ref(&())).await {
-        tracing::warn!(error = %e, "publishing the Event failed");
-    }
-    tracing::warn!(%reason, %message, "reconcile needs a change by the user");
-    Ok((
-        Action::requeue(ctx.timing.user_error),
-        ReconcileOutcome::user_error,
-    ))
+    )
+    .await
 }
 
 /// Runs the controller until `shutdown` resolves (then lets running reconciles
@@ -541,40 +462,46 @@ pub async fn run<I: MachineInfra>(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
-    let (osm_api, machine_api): (Api<OpenStackMachine>, Api<DynamicObject>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced_with(client, ns, &ctx.capi.machine),
-        ),
-        None => (
-            Api::all(client.clone()),
-            Api::all_with(client, &ctx.capi.machine),
-        ),
+    let osm_api: Api<OpenStackMachine> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
     tracing::info!(
         namespace = namespace.unwrap_or("<all>"),
         concurrency,
         "OpenStackMachine controller starting"
     );
-    Controller::new(osm_api, watcher::Config::default())
+    let gone_api: Api<PartialObjectMeta<OpenStackMachine>> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (cache, osms) = watch::cached(osm_api);
+    let machines = watch::metadata(client.clone(), namespace, &ctx.capi.machine);
+    let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
+    let gone = watch::released(gone_api, MACHINE_FINALIZER);
+    let (by_machine, by_cluster, siblings) = (cache.clone(), cache.clone(), cache.clone());
+    let results = Controller::for_stream(osms, cache)
         .with_config(ControllerRunConfig::default().concurrency(concurrency))
-        .watches_with(
-            machine_api,
+        .watches_stream_with(
+            machines,
+            move |machine| watch::owned_by(&by_machine, "Machine", None, &machine),
             ctx.capi.machine.clone(),
-            watcher::Config::default(),
-            |machine| capi::machine_infrastructure_ref(&machine),
         )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
-                Err(kube::runtime::controller::Error::ReconcilerFailed(_, obj)) => {
-                    tracing::debug!(object = %obj, "reconcile failed")
-                }
-                Err(e) => tracing::warn!(error = %e, "controller"),
-            }
+        // CAPO wakes a cluster's machines when the Cluster is unpaused.
+        .watches_stream_with(
+            clusters,
+            move |cluster| {
+                watch::owned_by(&by_cluster, "Cluster", Some(CLUSTER_NAME_LABEL), &cluster)
+            },
+            ctx.capi.cluster.clone(),
+        )
+        // Without a load balancer the API floating IP sits on one control-plane
+        // machine; when that one has gone, the others take it over at once.
+        .watches_stream(gone, move |osm| {
+            watch::control_plane_siblings(&siblings, &osm)
         })
-        .await;
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx);
+    driver::drain(results).await;
     tracing::info!("OpenStackMachine controller stopped");
 }

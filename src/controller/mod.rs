@@ -9,10 +9,12 @@ pub mod cache;
 pub mod capi;
 pub mod cloud;
 pub mod cluster;
+pub mod driver;
 pub mod identity;
 pub mod leader;
 pub mod machine;
 pub mod status;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -285,6 +285,29 @@ pub struct FloatingIp {
     pub tags: Vec<String>,
 }
 
+/// A trunk: VLAN subports carried over one parent port. Found by its parent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Trunk {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub port_id: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// An API extension Neutron serves (`GET /v2.0/extensions`); the alias says what
+/// it adds, e.g. `trunk`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Extension {
+    pub alias: String,
+    #[serde(default)]
+    pub name: String,
+}
+
 macro_rules! resource {
     ($t:ty, $s:literal, $p:literal) => {
         impl NeutronResource for $t {
@@ -304,6 +327,8 @@ resource!(
     "security-group-rules"
 );
 resource!(FloatingIp, "floatingip", "floatingips");
+resource!(Trunk, "trunk", "trunks");
+resource!(Extension, "extension", "extensions");
 
 /// Query parameters for list calls, e.g. `[("name", n)]`.
 pub type Query<'a> = [(&'a str, String)];

@@ -302,6 +302,19 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 requeue_after: None,
             });
         }
+        if let Some(pool) = &self.spec.floating_ip_pool_ref {
+            // CAPO serves these pools with an IPAM provider of its own
+            // (OpenStackFloatingIPPool), which this controller does not run.
+            return Err(user(
+                "InvalidMachineSpec",
+                format!(
+                    "floatingIPPoolRef ({} {}) is not supported: no controller here serves \
+                     floating IP pools; control-plane machines of a cluster without a load \
+                     balancer get the API floating IP",
+                    pool.kind, pool.name
+                ),
+            ));
+        }
         if let Some(outcome) = self.steady().await? {
             return Ok(outcome);
         }
@@ -354,7 +367,13 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         }
         self.status.addresses = addresses(&self.name, &ports);
         if self.scope.control_plane {
-            self.ensure_lb_members(&ports).await?;
+            if self.api_fip_wanted() {
+                let port = self.management_port_id();
+                let held = self.ensure_api_fip(port.as_deref()).await?;
+                set_external_ip(&mut self.status.addresses, held);
+            } else {
+                self.ensure_lb_members(&ports).await?;
+            }
         }
         self.status.ready = Some(self.requeue.is_none());
         if self.requeue.is_some() {
@@ -373,6 +392,12 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         };
         match self.clients.compute().server(&id).await {
             Ok(s) if s.status == "ACTIVE" => {
+                if self.scope.control_plane && self.api_fip_wanted() {
+                    // The API address moves to a survivor when its holder goes.
+                    let port = self.management_port_id();
+                    let held = self.ensure_api_fip(port.as_deref()).await?;
+                    set_external_ip(&mut self.status.addresses, held);
+                }
                 let provider = provider_id(self.region.as_deref(), &s.id);
                 Ok(Some(self.outcome(Some(provider))))
             }
@@ -456,7 +481,11 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         })?;
         resolved.flavor_id = Some(flavor.id.clone());
         if resolved.ports.is_empty() {
-            resolved.ports = self.resolve_ports().await?;
+            let ports = self.resolve_ports().await?;
+            if ports.iter().any(|p| p.trunk == Some(true)) {
+                self.require_trunks(&ports).await?;
+            }
+            resolved.ports = ports;
         }
         self.status.resolved = Some(resolved);
         Ok(flavor)
@@ -736,10 +765,96 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                         .map_err(|e| os("PortCreateFailed", e))?;
                 }
             }
+            if spec.trunk == Some(true) {
+                self.ensure_trunk(&port, spec).await?;
+            }
             self.record_port(i, &port.id);
             ports.push(port);
         }
         Ok(ports)
+    }
+
+    /// Trunks need Neutron's `trunk` extension; without it the spec cannot be met,
+    /// which is the user's to change (or the cloud's to offer).
+    async fn require_trunks(&self, ports: &[ResolvedPortSpec]) -> Result<(), InfraError> {
+        let extensions: Vec<net::Extension> = self
+            .clients
+            .network()
+            .list(&[])
+            .await
+            .map_err(|e| os("TrunkNotSupported", e))?;
+        if extensions.iter().any(|e| e.alias == "trunk") {
+            return Ok(());
+        }
+        let names: Vec<&str> = ports
+            .iter()
+            .filter(|p| p.trunk == Some(true))
+            .map(|p| p.name.as_str())
+            .collect();
+        Err(user(
+            "TrunkNotSupported",
+            format!(
+                "ports {names:?} ask for a trunk, but this cloud's Neutron has no trunk \
+                 extension (its `trunk` service plugin is not enabled)"
+            ),
+        ))
+    }
+
+    /// The trunk whose parent is `port`, named after it as CAPO names it; created
+    /// when missing and tagged like the port.
+    async fn ensure_trunk(
+        &self,
+        port: &net::Port,
+        spec: &ResolvedPortSpec,
+    ) -> Result<(), InfraError> {
+        let neutron = self.clients.network();
+        let mut found: Vec<net::Trunk> = neutron
+            .list(&[("port_id", port.id.clone())])
+            .await
+            .map_err(|e| os("TrunkCreateFailed", e))?;
+        let trunk = match found.pop() {
+            Some(t) => t,
+            None => {
+                let t: net::Trunk = neutron
+                    .create(json!({
+                        "name": spec.name,
+                        "port_id": port.id,
+                        "description": spec.description,
+                    }))
+                    .await
+                    .map_err(|e| os("TrunkCreateFailed", e))?;
+                tracing::info!(trunk = %t.id, port = %port.id, "created a trunk");
+                t
+            }
+        };
+        for t in &spec.tags {
+            if !trunk.tags.contains(t) {
+                neutron
+                    .add_tag::<net::Trunk>(&trunk.id, t)
+                    .await
+                    .map_err(|e| os("TrunkCreateFailed", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the trunks whose parent is `port`. A cloud without trunks answers
+    /// the lookup with 404, which means there is nothing to delete.
+    async fn delete_trunks(&self, port: &str) -> Result<(), InfraError> {
+        let neutron = self.clients.network();
+        let trunks: Vec<net::Trunk> = match neutron.list(&[("port_id", port.to_owned())]).await {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(os("TrunkDeleteFailed", e)),
+        };
+        for t in trunks {
+            match neutron.delete::<net::Trunk>(&t.id).await {
+                Ok(()) => tracing::info!(trunk = %t.id, "deleted a trunk"),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(os("TrunkDeleteFailed", e)),
+            }
+        }
+        Ok(())
     }
 
     /// The recorded server, else the one with the machine's name and our ownership
@@ -1056,6 +1171,134 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         Ok(out)
     }
 
+    /// CAPO's API floating IP without a load balancer: a control-plane machine
+    /// carries the cluster's API address when the cluster has a floating IP on an
+    /// external network.
+    fn api_fip_wanted(&self) -> bool {
+        let spec = &self.scope.cluster.spec;
+        let lb_enabled = spec
+            .api_server_load_balancer
+            .as_ref()
+            .is_some_and(|l| l.enabled != Some(false));
+        let has_external = self
+            .scope
+            .cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| s.external_network.is_some());
+        !lb_enabled
+            && spec.disable_api_server_floating_ip != Some(true)
+            && spec.disable_external_network != Some(true)
+            && has_external
+    }
+
+    /// The port on the cluster network (CAPO's management port), else the first.
+    fn management_port_id(&self) -> Option<String> {
+        let cluster_net = self
+            .scope
+            .cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.network.as_ref())
+            .map(|n| n.network.id.clone());
+        let resolved = self
+            .status
+            .resolved
+            .as_ref()
+            .map(|r| r.ports.as_slice())
+            .unwrap_or_default();
+        let index = resolved
+            .iter()
+            .position(|p| Some(&p.network_id) == cluster_net.as_ref())
+            .unwrap_or(0);
+        self.recorded_ports()
+            .get(index)
+            .filter(|id| !id.is_empty())
+            .cloned()
+    }
+
+    /// The API floating IP: the address of `spec.controlPlaneEndpoint`, else
+    /// `apiServerFloatingIP`, else the one the cluster allocated (by its
+    /// description). Associated with `port` when it points nowhere; left alone when
+    /// another control-plane machine holds it. One the cluster did not allocate is
+    /// created with that address and this port in one request, under the cluster's
+    /// API description, so the cluster's deletion releases it. The address, when this
+    /// machine holds it.
+    async fn ensure_api_fip(&mut self, port: Option<&str>) -> Result<Option<String>, InfraError> {
+        let Some(port) = port else {
+            return Ok(None);
+        };
+        let spec = &self.scope.cluster.spec;
+        let address = spec
+            .control_plane_endpoint
+            .as_ref()
+            .map(|e| e.host.clone())
+            .filter(|h| !h.is_empty())
+            .or_else(|| spec.api_server_floating_ip.clone());
+        let description = format!("{} kubeapi", self.names.description());
+        let query = match &address {
+            Some(ip) => vec![("floating_ip_address", ip.clone())],
+            None => vec![("description", description.clone())],
+        };
+        let neutron = self.clients.network();
+        let found: Vec<net::FloatingIp> = neutron
+            .list(&query)
+            .await
+            .map_err(|e| os("FloatingIPError", e))?;
+        let fip = match found.as_slice() {
+            [one] => one.clone(),
+            [] => {
+                let Some(ip) = address else {
+                    return Err(user(
+                        "FloatingIPError",
+                        "the cluster has no API floating IP yet",
+                    ));
+                };
+                let Some(ext) = self
+                    .scope
+                    .cluster
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.external_network.as_ref())
+                else {
+                    return Ok(None);
+                };
+                let f: net::FloatingIp = neutron
+                    .create(json!({
+                        "floating_network_id": ext.id,
+                        "floating_ip_address": ip,
+                        "description": description,
+                        "port_id": port,
+                    }))
+                    .await
+                    .map_err(|e| os("FloatingIPError", e))?;
+                tracing::info!(fip = %f.floating_ip_address, %port, "allocated the API floating IP on this machine");
+                return Ok(Some(f.floating_ip_address));
+            }
+            many => {
+                return Err(user(
+                    "FloatingIPError",
+                    format!(
+                        "{} floating IPs match the API address {query:?}; remove the extra ones",
+                        many.len()
+                    ),
+                ))
+            }
+        };
+        match fip.port_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(p) if p == port => Ok(Some(fip.floating_ip_address)),
+            Some(_) => Ok(None),
+            None => {
+                neutron
+                    .update::<net::FloatingIp>(&fip.id, json!({"port_id": port}))
+                    .await
+                    .map_err(|e| os("FloatingIPError", e))?;
+                tracing::info!(fip = %fip.floating_ip_address, %port, "associated the API floating IP");
+                Ok(Some(fip.floating_ip_address))
+            }
+        }
+    }
+
     /// A member for this control-plane machine in each pool of the API load balancer.
     /// Octavia answers 409 while the load balancer is PENDING_*: a requeue.
     async fn ensure_lb_members(&mut self, ports: &[net::Port]) -> Result<(), InfraError> {
@@ -1190,7 +1433,14 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 }
             }
         }
+        let trunked = self.spec.trunk == Some(true)
+            || self.spec.ports.iter().any(|p| p.trunk == Some(true))
+            || resolved.ports.iter().any(|p| p.trunk == Some(true));
         for id in port_ids.iter().filter(|id| !id.is_empty()) {
+            // Neutron keeps a trunk's parent port until the trunk is gone.
+            if trunked {
+                self.delete_trunks(id).await?;
+            }
             match neutron.delete::<net::Port>(id).await {
                 Ok(()) => tracing::info!(port = %id, "deleted a port"),
                 Err(e) if e.is_not_found() => {}
@@ -1394,6 +1644,27 @@ fn addresses(server_name: &str, ports: &[net::Port]) -> Vec<NodeAddress> {
     out
 }
 
+/// The floating IP this machine holds, as CAPO reports one: an ExternalIP before
+/// the InternalDNS entry; none when it holds none.
+fn set_external_ip(addresses: &mut Vec<NodeAddress>, held: Option<String>) {
+    addresses.retain(|a| a.type_ != "ExternalIP" || Some(&a.address) == held.as_ref());
+    if let Some(ip) = held {
+        if !addresses.iter().any(|a| a.type_ == "ExternalIP") {
+            let at = addresses
+                .iter()
+                .position(|a| a.type_ == "InternalDNS")
+                .unwrap_or(addresses.len());
+            addresses.insert(
+                at,
+                NodeAddress {
+                    type_: "ExternalIP".into(),
+                    address: ip,
+                },
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1433,6 +1704,20 @@ mod tests {
         let b = port_body(&off);
         assert_eq!(b["port_security_enabled"], json!(false));
         assert!(b.get("security_groups").is_none());
+    }
+
+    #[test]
+    fn the_held_floating_ip_is_the_one_external_address() {
+        let mut a = addresses("m", &[]);
+        set_external_ip(&mut a, Some("203.0.113.5".into()));
+        set_external_ip(&mut a, Some("203.0.113.5".into()));
+        let shown: Vec<_> = a
+            .iter()
+            .map(|x| (x.type_.as_str(), x.address.as_str()))
+            .collect();
+        assert_eq!(shown, [("ExternalIP", "203.0.113.5"), ("InternalDNS", "m")]);
+        set_external_ip(&mut a, None);
+        assert!(a.iter().all(|x| x.type_ != "ExternalIP"));
     }
 
     #[test]

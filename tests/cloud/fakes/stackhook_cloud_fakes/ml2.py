@@ -3,15 +3,35 @@
 Without any mechanism driver (and no L2 agents) Neutron leaves ports
 unbound and Nova fails boots with PortBindingFailed. This driver binds each
 port to the first segment as an OVS port and marks it ACTIVE.
+
+It also stands in as the trunk driver for those ports, so that the trunk
+service plugin (which refuses to load without a driver) serves the trunk API.
 """
+from neutron.services.trunk.drivers import base as trunk_base
 from neutron_lib import constants
 from neutron_lib.api.definitions import portbindings
 from neutron_lib.plugins.ml2 import api
+from neutron_lib.services.trunk import constants as trunk_consts
+
+
+class TrunkAnywhere(trunk_base.DriverBase):
+    """Trunks on the ports BindAnywhere binds; nothing is wired."""
+
+    @property
+    def is_loaded(self):
+        return True
+
+    @classmethod
+    def create(cls):
+        return cls('stackhook_fakebind', (portbindings.VIF_TYPE_OVS,),
+                   (trunk_consts.SEGMENTATION_TYPE_VLAN,),
+                   agent_type=None, can_trunk_bound_port=True)
 
 
 class BindAnywhere(api.MechanismDriver):
     def initialize(self):
-        pass
+        # Registers itself when the trunk plugin (if configured) starts.
+        self.trunk_driver = TrunkAnywhere.create()
 
     def bind_port(self, context):
         segments = list(context.segments_to_bind or [])
