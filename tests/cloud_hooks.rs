@@ -45,6 +45,8 @@ use stackhook::infra::bootstrap::MachineFacts;
 use stackhook::sdk::lifecycle::{LifecycleEvent, UpgradeVersions};
 use stackhook::sdk::Hook;
 use stackhook_openstack::blockstorage::{BlockStorage, Volume, VolumeCreate};
+use stackhook_openstack::compute::Compute;
+use stackhook_openstack::image::Images;
 use stackhook_openstack::loadbalancing::{LoadBalancer, LoadBalancing};
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::Clients;
@@ -640,6 +642,34 @@ async fn wait_ready(c: &Clients, lbs: &[&str], volumes: &[&str]) {
     .await;
 }
 
+/// An ACTIVE server on `network`, standing for a node of the cluster.
+async fn node(c: &Clients, name: &str, network: &str) -> String {
+    let images = c
+        .image
+        .list(&[("name", "ubuntu-2404-kube-v1.33.1".to_string())])
+        .await
+        .expect("images");
+    let flavors = c.compute.flavors().await.expect("flavors");
+    let flavor = flavors
+        .iter()
+        .find(|f| f.name == "m1.tiny")
+        .expect("m1.tiny");
+    let id = c
+        .compute
+        .create_server(
+            json!({"name": name, "imageRef": images[0].id, "flavorRef": flavor.id,
+                   "networks": [{"uuid": network}]}),
+            "2.38",
+        )
+        .await
+        .expect("server");
+    kube_server::wait_up_to(Duration::from_secs(120), "the node ACTIVE", async || {
+        c.compute.server(&id).await.is_ok_and(|s| s.is_active())
+    })
+    .await;
+    id
+}
+
 async fn gone_lb(c: &Clients, id: &str) -> bool {
     matches!(c.load_balancer.get::<LoadBalancer>(id).await, Err(e) if e.is_not_found())
 }
@@ -660,35 +690,46 @@ fn before_cluster_delete_removes_only_this_cluster_s_load_balancers_and_volumes(
         let tag = infra::unique("shdel");
         let (net_id, subnet) = vip_subnet(&member, &tag).await;
         let ns = kube_server::namespace(&client, "hooks-del").await;
-        let mut made: Vec<(bool, String)> = Vec::new();
+        let mut made: Vec<(&'static str, String)> = Vec::new();
         let outcome = AssertUnwindSafe(delete_cases(
             &client,
             &api.kubeconfig,
             &ns,
             &clouds_yaml,
             &member,
-            &subnet,
+            (&net_id, &subnet),
             &tag,
             &mut made,
         ))
         .catch_unwind()
         .await;
-        for (is_lb, id) in &made {
-            if *is_lb {
-                let _ = member.load_balancer.delete_load_balancer_cascade(id).await;
-            } else {
-                let _ = member.block_storage.delete_volume(id).await;
-            }
+        // Servers first, so that their volumes come free.
+        made.sort_by_key(|(kind, _)| *kind != "server");
+        for (kind, id) in &made {
+            let _ = match *kind {
+                "server" => member.compute.delete_server(id).await,
+                "lb" => member.load_balancer.delete_load_balancer_cascade(id).await,
+                _ => Ok(()),
+            };
         }
         kube_server::wait_up_to(
-            Duration::from_secs(120),
+            Duration::from_secs(180),
             "test resources to go",
             async || {
-                for (is_lb, id) in &made {
-                    let gone = if *is_lb {
-                        gone_lb(&member, id).await
-                    } else {
-                        gone_volume(&member, id).await
+                for (kind, id) in &made {
+                    let gone = match *kind {
+                        "server" => {
+                            matches!(member.compute.server(id).await, Err(e) if e.is_not_found())
+                        }
+                        "lb" => gone_lb(&member, id).await,
+                        _ => {
+                            if let Ok(v) = member.block_storage.volume(id).await {
+                                if v.is_available() || v.is_failed() {
+                                    let _ = member.block_storage.delete_volume(id).await;
+                                }
+                            }
+                            gone_volume(&member, id).await
+                        }
                     };
                     if !gone {
                         return false;
@@ -713,9 +754,9 @@ async fn delete_cases(
     ns: &str,
     clouds_yaml: &[u8],
     member: &Clients,
-    subnet: &str,
+    (net_id, subnet): (&str, &str),
     tag: &str,
-    made: &mut Vec<(bool, String)>,
+    made: &mut Vec<(&'static str, String)>,
 ) {
     // Cluster A as the Magnum driver creates it: `magnum-system`, a `kube-xxxxx`
     // name, the `cluster-uuid` label, an application-credential clouds.yaml with
@@ -758,14 +799,38 @@ async fn delete_cases(
     osc(client, ns, &format!("{b}-x1"), "creds", cloud::MEMBER).await;
 
     let a_lb = load_balancer(member, &format!("kube_service_{uuid}_default_web"), subnet).await;
-    made.push((true, a_lb.clone()));
+    made.push(("lb", a_lb.clone()));
     let b_lb = load_balancer(member, &format!("kube_service_{b}_default_web"), subnet).await;
-    made.push((true, b_lb.clone()));
+    made.push(("lb", b_lb.clone()));
     let a_vol = volume(member, &format!("pvc-{tag}-a"), &uuid).await;
-    made.push((false, a_vol.clone()));
+    made.push(("volume", a_vol.clone()));
     let b_vol = volume(member, &format!("pvc-{tag}-b"), &b).await;
-    made.push((false, b_vol.clone()));
+    made.push(("volume", b_vol.clone()));
     wait_ready(member, &[&a_lb, &b_lb], &[&a_vol, &b_vol]).await;
+    // A's volume is attached to one of A's nodes, as a PersistentVolume in use is.
+    let server = node(member, &format!("{tag}-node"), net_id).await;
+    made.push(("server", server.clone()));
+    let attach = json!({"volumeAttachment": {"volumeId": a_vol}});
+    member
+        .session
+        .request(
+            Method::POST,
+            &["compute"],
+            &format!("/servers/{server}/os-volume_attachments"),
+            &[],
+            Some(&attach),
+            &vec![],
+        )
+        .await
+        .expect("attaching A's volume");
+    kube_server::wait_up_to(Duration::from_secs(120), "A's volume in use", async || {
+        member
+            .block_storage
+            .volume(&a_vol)
+            .await
+            .is_ok_and(|v| v.is_in_use())
+    })
+    .await;
 
     let r = Replica::start(
         kubeconfig,
@@ -833,6 +898,12 @@ async fn delete_cases(
 
     assert!(gone_lb(member, &a_lb).await, "A's load balancer is gone");
     assert!(gone_volume(member, &a_vol).await, "A's volume is gone");
+    let still = member
+        .compute
+        .server(&server)
+        .await
+        .expect("the node is left to CAPI");
+    assert!(still.volumes_attached.is_empty(), "{still:?}");
     let lb: LoadBalancer = member
         .load_balancer
         .get(&b_lb)
