@@ -58,7 +58,7 @@ impl Registry {
         Self::default()
     }
 
-    /// A registry whose handlers read `results`, the store the controllers fill.
+    /// A registry whose handlers read `results`, the store this replica's watch fills.
     pub fn with_results(results: ClusterResults) -> Self {
         Registry {
             handlers: BTreeMap::new(),
