@@ -9,8 +9,9 @@
 # Usage: bash benches/controllers-scale.sh [clusters] [machines]
 #   CAPI=0            no CAPI Clusters and Machines (the shape of the first measurement)
 #   SKIP_BUILD=1      use the release binary as it is
-#   VARIANTS=file     one run per line, `label|binary|VAR=value ...` (binary empty: the
-#                     release build), all against the same objects
+#   BIN=path          the binary to run (and to print the CRDs) instead of the release build
+#   VARIANTS=file     one run per line, `label|binary|VAR=value ...` (binary empty: $BIN),
+#                     all against the same objects
 # Prints, per run: idle RSS (controllers on, CRDs installed, before any object exists),
 # then the time until the reconcile count reaches the object count, and 10 s later the
 # peak RSS (VmHWM) and the RSS.
@@ -26,6 +27,7 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   cargo build --release --locked --bin stackhook >/dev/null 2>&1 || cargo build --release --locked --bin stackhook
 fi
 TARGET=${CARGO_TARGET_DIR:-target}
+BIN=${BIN:-$TARGET/release/stackhook}
 WORK=$(mktemp -d)
 SERVE_PID=
 stop_serve() {
@@ -38,7 +40,7 @@ stop_serve() {
 trap 'stop_serve; bash "$KUBE_DIR/down" "$WORK/kube" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 export KUBECONFIG=$(bash "$KUBE_DIR/up" "$WORK/kube" | tail -n 1)
 k() { kubectl --request-timeout=300s "$@"; }
-"$TARGET/release/stackhook" crds | k apply --server-side -f - >/dev/null
+"$BIN" crds | k apply --server-side -f - >/dev/null
 k apply --server-side -f "$KUBE_DIR/crds/cluster-api-v1.13.5/" >/dev/null
 k create namespace scale >/dev/null
 
@@ -50,7 +52,7 @@ fi
 
 # `serve LABEL BINARY ENV...`: starts the controllers, sets SERVE_PID.
 serve() {
-  local label=$1 bin=${2:-$TARGET/release/stackhook}
+  local label=$1 bin=${2:-$BIN}
   shift 2
   env "$@" "$bin" serve --controllers --kubeconfig "$KUBECONFIG" --leader-election=false \
     --listen 127.0.0.1:19543 --admin-listen 127.0.0.1:18180 --self-signed-dir "$WORK/ss" \
