@@ -478,7 +478,7 @@ pub async fn run<I: MachineInfra>(
     let (cache, osms) = watch::cached(osm_api);
     let machines = watch::metadata(client.clone(), namespace, &ctx.capi.machine);
     let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
-    let gone = watch::released(gone_api, MACHINE_FINALIZER);
+    let gone = watch::deleted(gone_api);
     let (by_machine, by_cluster, siblings) = (cache.clone(), cache.clone(), cache.clone());
     let results = Controller::for_stream(osms, cache)
         .with_config(ControllerRunConfig::default().concurrency(concurrency))

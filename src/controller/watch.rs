@@ -128,11 +128,11 @@ where
         .touched_objects()
 }
 
-/// Objects of `K` that are gone or that every finalizer of ours has let go of (their
-/// metadata only): what a reconcile of their siblings may be waiting for.
-pub fn released<K>(
+/// Objects of `K` as they were when they were deleted (their metadata only): what a
+/// reconcile of their siblings may be waiting for. Only the watch's delete events
+/// count; the object they carry is the last stored one, finalizers and all.
+pub fn deleted<K>(
     api: Api<PartialObjectMeta<K>>,
-    finalizer: &'static str,
 ) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -140,12 +140,11 @@ where
     use futures::TryStreamExt;
     watcher(api, config())
         .default_backoff()
-        .modify(trim::<PartialObjectMeta<K>>)
-        .touched_objects()
-        .try_filter(move |o| {
-            let released = o.meta().deletion_timestamp.is_some()
-                && !o.finalizers().iter().any(|f| f == finalizer);
-            std::future::ready(released)
+        .try_filter_map(|event| {
+            std::future::ready(Ok(match event {
+                watcher::Event::Delete(o) => Some(o),
+                _ => None,
+            }))
         })
 }
 
