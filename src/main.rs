@@ -20,6 +20,27 @@ use stackhook::sdk::CapiVersion;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay`, its place in `mi_option_e` of the bundled mimalloc.h
+/// (a test checks it against mimalloc's own default).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+// The mimalloc linked in above; its Rust crate exposes these only with a feature
+// that pulls in another crate.
+unsafe extern "C" {
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// Freed pages go back to the OS 10 ms after they empty, as mimalloc 2 did, instead
+/// of mimalloc 3's 1 s: while the controllers' caches fill, pages freed and refilled
+/// within that second added about 8 MiB to the peak (BENCHMARKS.md). An operator's
+/// `MIMALLOC_PURGE_DELAY` wins.
+fn tune_allocator() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets one integer option; mimalloc reads options at any time.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 10) }
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "stackhook",
@@ -93,6 +114,7 @@ enum Output {
 /// would add to a `Result` returned from `main`): a user gets the message and its
 /// causes, nothing else.
 fn main() -> ExitCode {
+    tune_allocator();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
@@ -226,5 +248,28 @@ fn load_packs(dir: Option<&std::path::Path>) -> anyhow::Result<PackEngine> {
         Some(dir) => PackEngine::from_dir(dir)
             .with_context(|| format!("loading extension packs from {}", dir.display())),
         None => PackEngine::embedded().context("loading the embedded extension packs"),
+    }
+}
+
+#[cfg(test)]
+mod allocator_tests {
+    use super::*;
+
+    unsafe extern "C" {
+        fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+    }
+
+    #[test]
+    fn the_purge_delay_option_is_where_mimalloc_keeps_it() {
+        // SAFETY: reads one integer option.
+        let default = unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) };
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            assert_eq!(default, 1000, "mimalloc 3's default purge delay");
+        }
+        tune_allocator();
+        let tuned = unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) };
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            assert_eq!(tuned, 10);
+        }
     }
 }
