@@ -101,12 +101,12 @@ pub async fn run(
         ),
         None => (Api::all(client.clone()), Api::all(client)),
     };
-    let cluster_events = watcher::watcher(clusters, watcher::Config::default()).default_backoff();
-    let machine_events = watcher::watcher(
-        machines,
-        watcher::Config::default().labels(CLUSTER_NAME_LABEL),
-    )
-    .default_backoff();
+    // Lists in the controllers' page size: pages of whole objects are most of the
+    // memory while the lists run.
+    let cluster_events = watcher::watcher(clusters, super::watch::config()).default_backoff();
+    let machine_events =
+        watcher::watcher(machines, super::watch::config().labels(CLUSTER_NAME_LABEL))
+            .default_backoff();
     let feed_clusters = {
         let results = results.clone();
         let mut feed = ClusterFeed::default();
