@@ -14,7 +14,8 @@
 #                     all against the same objects
 # Prints, per run: idle RSS (controllers on, CRDs installed, before any object exists),
 # then the time until the reconcile count reaches the object count, and 10 s later the
-# peak RSS (VmHWM) and the RSS.
+# peak RSS (VmHWM) and the RSS, split into anonymous memory and mapped file pages (the
+# binary's code, clean and reclaimable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000}
@@ -71,7 +72,7 @@ while IFS='|' read -r label bin envs; do
   # shellcheck disable=SC2086
   serve "$label" "$bin" $envs
   sleep 10
-  echo "  $label: RSS $(mib VmRSS) MiB, peak $(mib VmHWM) MiB"
+  echo "  $label: RSS $(mib VmRSS) MiB (anonymous $(mib RssAnon), file $(mib RssFile)), peak $(mib VmHWM) MiB"
   stop_serve
 done <"$WORK/variants"
 
@@ -197,7 +198,7 @@ while IFS='|' read -r label bin envs; do
   done
   took=$(echo "$(date +%s.%N) - $start" | bc)
   sleep 10
-  printf '  %s: %s reconciles in %.1f s; 10 s later peak RSS %s MiB, RSS %s MiB\n' \
-    "$label" "$(reconciles)" "$took" "$(mib VmHWM)" "$(mib VmRSS)"
+  printf '  %s: %s reconciles in %.1f s; 10 s later peak RSS %s MiB, RSS %s MiB (anonymous %s, file %s)\n' \
+    "$label" "$(reconciles)" "$took" "$(mib VmHWM)" "$(mib VmRSS)" "$(mib RssAnon)" "$(mib RssFile)"
   stop_serve
 done <"$WORK/variants"

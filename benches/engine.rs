@@ -13,7 +13,7 @@ use stackhook::engine::clusterclass::{Cluster, ClusterClass};
 use stackhook::engine::fingerprint::GeneratePatchesWire;
 use stackhook::engine::{PackEngine, PatchEngine};
 use stackhook::render::{self, Inputs, Templates};
-use stackhook::sdk::decode::{decode, decode_generate_patches};
+use stackhook::sdk::decode::decode;
 use stackhook::sdk::topology::GeneratePatchesRequest;
 use stackhook::sdk::{Hook, ResponseStatus};
 
@@ -65,21 +65,26 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 let wire = GeneratePatchesWire::read(black_box(&body)).expect("wire");
                 let fp = wire.fingerprint();
-                let req = wire.to_request().expect("request");
-                let resp =
-                    engine.generate_patches_with("openstack-generate-patches", &req, Some(fp));
+                let mut req = wire.to_request().expect("request");
+                let resp = engine.generate_patches_consuming(
+                    "openstack-generate-patches",
+                    &mut req,
+                    Some(fp),
+                );
                 serde_json::to_vec(&resp).expect("encode")
             })
         },
     );
-    // The same with the cache off: one plain decoding pass, engine, encode.
+    // The same with the cache off, as the server does it: one plain decoding pass, the
+    // request given to the engine, encode.
     c.bench_function(
         "generate-patches-12/openstack-generate-patches/decode+engine+encode, no cache",
         |b| {
             b.iter(|| {
-                let req = decode_generate_patches(black_box(&body)).expect("request");
-                let resp = engine.generate_patches("openstack-generate-patches", &req);
-                serde_json::to_vec(&resp).expect("encode")
+                let a = engine
+                    .answer_generate_patches("openstack-generate-patches", black_box(&body))
+                    .expect("request");
+                serde_json::to_vec(&a.response).expect("encode")
             })
         },
     );

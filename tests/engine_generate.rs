@@ -621,3 +621,55 @@ patches:
         ])
     );
 }
+
+/// The server gives each decoded request away to the engine, which then moves the
+/// templates and variables instead of copying them: the answer, failures included,
+/// must be the one a lent request gets.
+#[test]
+fn a_request_given_away_gets_the_answer_a_lent_one_gets() {
+    use stackhook::engine::{PackEngine, PatchEngine};
+    let body = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/bodies/generate-patches-12.json"
+    ))
+    .expect("body");
+    let req: stackhook::sdk::topology::GeneratePatchesRequest =
+        serde_json::from_slice(&body).expect("request");
+    let packs = PackEngine::embedded().expect("packs");
+    let mut compared = 0;
+    for pack in packs.packs() {
+        let handler = format!("{}-generate-patches", pack.name);
+        let lent = packs.generate_patches(&handler, &req);
+        let mut given = req.clone();
+        let taken = packs.generate_patches_consuming(&handler, &mut given, None);
+        assert_eq!(
+            serde_json::to_value(&lent).expect("json"),
+            serde_json::to_value(&taken).expect("json"),
+            "{handler}"
+        );
+        compared += usize::from(!lent.items.is_empty());
+    }
+    assert!(compared >= 2, "the bench body is patched by the packs");
+
+    let failing = engine(
+        "name: test\npatches:\n- name: p\n  definitions:\n  - selector: {apiVersion: infra.example/v1, kind: Thing, matchResources: {infrastructureCluster: true}}\n    jsonPatches:\n    - {op: add, path: /spec/template/spec/ok, value: 1}\n    - {op: replace, path: /spec/template/spec/absent, value: 1}\n",
+    );
+    let req = request(
+        json!([]),
+        vec![item("u", INFRA, T, json!({"present": 1}), json!([]))],
+    );
+    let lent = failing.generate_patches("test-generate-patches", &req);
+    let taken = failing.generate_patches_consuming("test-generate-patches", &mut req.clone(), None);
+    assert!(
+        lent.message.contains("replace /spec/template/spec/absent"),
+        "{}",
+        lent.message
+    );
+    assert!(
+        lent.message.contains("Thing of Cluster c1"),
+        "{}",
+        lent.message
+    );
+    assert_eq!(lent.message, taken.message);
+    assert_eq!(lent.status, taken.status);
+}

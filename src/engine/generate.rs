@@ -13,6 +13,7 @@
 //! - items are processed and returned in an order independent of the request's
 //!   (random) item order and uids, so the response and any message are deterministic.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
@@ -55,10 +56,9 @@ pub fn stable_order<T>(
     idx
 }
 
-fn describe(item: &GeneratePatchesRequestItem) -> String {
+fn describe(item: &GeneratePatchesRequestItem, object: &Value) -> String {
     let h = &item.holder_reference;
-    let kind = item
-        .object
+    let kind = object
         .get("kind")
         .and_then(Value::as_str)
         .unwrap_or("template");
@@ -80,10 +80,45 @@ pub fn generate_only(
     req: &GeneratePatchesRequest,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
     let globals = variables::merge_owned(defaulted(pack, &req.variables, true));
+    let order = stable_order(&req.items, |it| (&it.holder_reference, &it.object));
+    let items = order
+        .into_iter()
+        .filter_map(|i| req.items.get(i))
+        .map(|item| (item, Cow::Borrowed(&item.object)));
+    generate_items(pack, only, &globals, items)
+}
+
+/// [`generate`] for a request the caller no longer needs whole: the request's
+/// variables and each item's template are moved into the engine instead of copied
+/// (the template becomes the copy the ops are checked on). The items keep their
+/// uids, holders and own variables.
+pub fn generate_consuming(
+    pack: &Pack,
+    req: &mut GeneratePatchesRequest,
+) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
+    let globals = variables::merge_owned(defaulted_owned(pack, std::mem::take(&mut req.variables)));
+    let order = stable_order(&req.items, |it| (&it.holder_reference, &it.object));
+    let mut objects: Vec<Option<Value>> = req
+        .items
+        .iter_mut()
+        .map(|it| Some(std::mem::take(&mut it.object)))
+        .collect();
+    let items = order.into_iter().filter_map(|i| {
+        let object = objects.get_mut(i)?.take()?;
+        Some((req.items.get(i)?, Cow::Owned(object)))
+    });
+    generate_items(pack, None, &globals, items)
+}
+
+fn generate_items<'r>(
+    pack: &Pack,
+    only: Option<usize>,
+    globals: &Map<String, Value>,
+    items: impl Iterator<Item = (&'r GeneratePatchesRequestItem, Cow<'r, Value>)>,
+) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
     let mut out = Vec::new();
-    for i in stable_order(&req.items, |it| (&it.holder_reference, &it.object)) {
-        let item = &req.items[i];
-        let ops = item_ops(pack, only, &globals, item)?;
+    for (item, object) in items {
+        let ops = item_ops(pack, only, globals, item, object)?;
         if ops.is_empty() {
             continue;
         }
@@ -155,12 +190,13 @@ impl<'a> Scope<'a> {
 }
 
 /// The JSON patch ops of every patch of the pack for one item, checked by applying
-/// them in order to a copy of the template, as CAPI will.
+/// them in order to the template (`object`, copied first if borrowed), as CAPI will.
 fn item_ops(
     pack: &Pack,
     only: Option<usize>,
     globals: &Map<String, Value>,
     item: &GeneratePatchesRequestItem,
+    object: Cow<'_, Value>,
 ) -> Result<Vec<PatchOperation>, GenerateError> {
     let own_builtin = item
         .variables
@@ -172,15 +208,16 @@ fn item_ops(
     let mut ops = Vec::new();
     // (patch, definition, jsonPatch) of each op, to name the one CAPI would fail on.
     let mut places: Vec<(usize, usize, usize)> = Vec::new();
+    // Named before the template may be moved into the copy the ops are checked on.
+    let what = describe(item, &object);
     let fail = |index: usize, place: String, problem: String| {
         GenerateError(format!(
-            "pack {:?} patch {:?}{place} on {}: {problem}",
+            "pack {:?} patch {:?}{place} on {what}: {problem}",
             pack.name,
             pack.patches
                 .get(index)
                 .map(|p| p.name.as_str())
                 .unwrap_or(""),
-            describe(item)
         ))
     };
     let place = |d: usize, j: usize, jp: &super::pack::JsonPatch| {
@@ -199,12 +236,7 @@ fn item_ops(
             .iter()
             .enumerate()
             .filter(|(_, d)| {
-                selector::matches(
-                    &d.selector,
-                    &item.holder_reference,
-                    &item.object,
-                    own_builtin,
-                )
+                selector::matches(&d.selector, &item.holder_reference, &object, own_builtin)
             })
             .peekable();
         if matching.peek().is_none() {
@@ -251,7 +283,7 @@ fn item_ops(
     if ops.is_empty() {
         return Ok(ops);
     }
-    let mut doc = item.object.clone();
+    let mut doc = object.into_owned();
     let mut out = Vec::with_capacity(ops.len());
     // On error the copy may be half-changed; the whole request fails then anyway.
     for (op, (index, d, j)) in ops.into_iter().zip(places) {
@@ -341,6 +373,28 @@ fn missing_parents(
 /// calling (so values written before a pack gained a defaulted field still work).
 /// With `add_missing`, a variable absent but with a top-level default is added, as
 /// CAPI does for Cluster-level values; per-item overrides are never invented.
+/// [`defaulted`] with `add_missing`, for variables the caller gives away: defaults
+/// are applied in place and nothing is copied.
+fn defaulted_owned(pack: &Pack, mut vars: Vec<Variable>) -> Vec<Variable> {
+    for v in &mut vars {
+        if let Some(p) = pack.variables.iter().find(|p| p.name == v.name) {
+            p.compiled.apply_defaults(&mut v.value);
+        }
+    }
+    for p in &pack.variables {
+        if vars.iter().any(|v| v.name == p.name) {
+            continue;
+        }
+        if let Some(d) = p.schema.get("default") {
+            vars.push(Variable {
+                name: p.name.clone(),
+                value: p.compiled.default_value(d),
+            });
+        }
+    }
+    vars
+}
+
 fn defaulted(pack: &Pack, vars: &[Variable], add_missing: bool) -> Vec<Variable> {
     let mut out: Vec<Variable> = vars
         .iter()

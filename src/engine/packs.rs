@@ -140,26 +140,53 @@ impl PackEngine {
         req: &GeneratePatchesRequest,
         fp: Option<Fingerprint>,
     ) -> GeneratePatchesResponse {
+        self.generate_patches_from(handler, Request::Shared(req), fp)
+    }
+
+    /// [`Self::generate_patches_with`] for a request the caller gives away: its
+    /// variables and templates are moved into the engine rather than copied, and only
+    /// the items' uids, holders and own variables are left in it.
+    pub fn generate_patches_consuming(
+        &self,
+        handler: &str,
+        req: &mut GeneratePatchesRequest,
+        fp: Option<Fingerprint>,
+    ) -> GeneratePatchesResponse {
+        self.generate_patches_from(handler, Request::Given(req), fp)
+    }
+
+    fn generate_patches_from(
+        &self,
+        handler: &str,
+        mut req: Request<'_>,
+        fp: Option<Fingerprint>,
+    ) -> GeneratePatchesResponse {
         if is_generic(Hook::GeneratePatches, handler) {
-            return EmptyEngine.generate_patches(handler, req);
+            return EmptyEngine.generate_patches(handler, req.get());
         }
         let mut resp = GeneratePatchesResponse::success();
         let result = match self.pack(Hook::GeneratePatches, handler) {
             Some(p) => {
-                let uids: Vec<&str> = req.items.iter().map(|i| i.uid.as_str()).collect();
-                let cached = self.cache.as_deref().zip(fp).and_then(|(c, fp)| {
-                    let key = PatchCache::key(&p.name, &fp, &uids)?;
-                    Some((c, key, fp))
-                });
-                match cached
-                    .as_ref()
-                    .and_then(|(c, key, fp)| c.get(key, fp, &uids))
-                {
-                    Some(items) => Ok(items),
-                    None => {
-                        let r = guarded(|| generate::generate(p, req).map_err(|e| e.to_string()));
-                        if let (Ok(items), Some((c, key, fp))) = (&r, &cached) {
-                            c.put(*key, fp, &uids, items);
+                let cached = {
+                    let uids = uids_of(req.get());
+                    self.cache.as_deref().zip(fp).and_then(|(c, fp)| {
+                        let key = PatchCache::key(&p.name, &fp, &uids)?;
+                        let hit = c.get(&key, &fp, &uids);
+                        Some((c, key, fp, hit))
+                    })
+                };
+                match cached {
+                    Some((_, _, _, Some(items))) => Ok(items),
+                    cached => {
+                        let r = guarded(|| {
+                            match &mut req {
+                                Request::Shared(r) => generate::generate(p, r),
+                                Request::Given(r) => generate::generate_consuming(p, r),
+                            }
+                            .map_err(|e| e.to_string())
+                        });
+                        if let (Ok(items), Some((c, key, fp, None))) = (&r, &cached) {
+                            c.put(*key, fp, &uids_of(req.get()), items);
                         }
                         r
                     }
@@ -176,6 +203,25 @@ impl PackEngine {
         }
         resp
     }
+}
+
+/// A request lent to the engine, or given to it to take apart.
+enum Request<'a> {
+    Shared(&'a GeneratePatchesRequest),
+    Given(&'a mut GeneratePatchesRequest),
+}
+
+impl Request<'_> {
+    fn get(&self) -> &GeneratePatchesRequest {
+        match self {
+            Request::Shared(r) => r,
+            Request::Given(r) => r,
+        }
+    }
+}
+
+fn uids_of(req: &GeneratePatchesRequest) -> Vec<&str> {
+    req.items.iter().map(|i| i.uid.as_str()).collect()
 }
 
 impl PatchEngine for PackEngine {
@@ -218,11 +264,12 @@ impl PatchEngine for PackEngine {
             .then(|| GeneratePatchesWire::read(body))
             .flatten();
         let Some(wire) = wire else {
-            let req = decode_generate_patches(body)?;
-            let response = self.generate_patches_with(handler, &req, None);
+            let mut req = decode_generate_patches(body)?;
+            let cluster = req.cluster();
+            let response = self.generate_patches_consuming(handler, &mut req, None);
             return Ok(PatchAnswer {
                 detail: response.message.clone(),
-                cluster: req.cluster(),
+                cluster,
                 response,
             });
         };
@@ -236,14 +283,15 @@ impl PatchEngine for PackEngine {
             });
         }
         // The parts are already found: build the request from them.
-        let req = match wire.to_request() {
+        let mut req = match wire.to_request() {
             Some(req) => req,
             None => decode(Hook::GeneratePatches, body)?,
         };
-        let response = self.generate_patches_with(handler, &req, Some(fp));
+        let cluster = req.cluster();
+        let response = self.generate_patches_consuming(handler, &mut req, Some(fp));
         Ok(PatchAnswer {
             detail: response.message.clone(),
-            cluster: req.cluster(),
+            cluster,
             response,
         })
     }

@@ -475,6 +475,11 @@ impl CompiledSchema {
         v
     }
 
+    /// [`Self::default_value`] on a value the caller owns.
+    pub fn apply_defaults(&self, value: &mut Value) {
+        apply_defaults(&self.schema, value);
+    }
+
     /// The schema's own top-level `default`, which CAPI adds for an unset variable.
     pub fn top_level_default(&self) -> Option<Value> {
         self.schema.get("default").cloned()
