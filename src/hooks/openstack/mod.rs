@@ -16,6 +16,7 @@
 pub mod cleanup;
 pub mod jobs;
 pub mod preflight;
+pub mod topology;
 
 use std::sync::Arc;
 use std::time::Duration;
