@@ -10,6 +10,8 @@
 //!   (an application credential); an unknown image UUID is refused.
 //! - A cluster whose identity Secret does not exist is let through, counted as
 //!   `unknown`; a value the schema refuses is reported as before, without the cloud.
+//! - `--validate-cloud warn` with no wait: the first call is answered before the
+//!   lookups finish, later ones from their answer, and none is refused.
 
 #[path = "support/cloud.rs"]
 mod cloud;
@@ -332,4 +334,30 @@ async fn scenarios(
         "{msg}"
     );
     assert_eq!(metric(&r, "invalid").await, 3);
+
+    // `--validate-cloud warn`, and no wait: the first call is answered before the
+    // lookups finish (let through, unknown); the job's answer then serves the next
+    // calls, which `warn` logs without refusing.
+    let w = Replica::start(
+        kubeconfig,
+        ns,
+        "vt-lease",
+        &[
+            "--validate-cloud",
+            "warn",
+            "--validate-cloud-wait-milliseconds",
+            "0",
+        ],
+    );
+    let bad = request(cluster_vars("m1.mediumm"), json!([]));
+    let (resp, took) = w.call("ValidateTopology", handler, bad.clone()).await;
+    assert_eq!(resp["status"], "Success", "{resp}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(metric(&w, "unknown").await, 1);
+    kube_server::wait_for("the background lookups to answer", async || {
+        let (resp, _) = w.call("ValidateTopology", handler, bad.clone()).await;
+        assert_eq!(resp["status"], "Success", "{resp}");
+        metric(&w, "invalid").await > 0
+    })
+    .await;
 }

@@ -160,11 +160,12 @@ impl TopologyCloudCheck for TopologyChecks {
             let clouds = self.clouds.clone();
             let lookups = self.lookups.clone();
             let job_plan = plan.clone();
-            // Every call runs the job again (answers come from the lookup cache), so a
-            // Secret created or fixed since the last call counts at once.
+            // A finished answer serves the same question (Secret, cloud, lookups) for
+            // the TTL, like the lookups under it: a call never waits for the cloud
+            // twice, and a job that outlived its call answers the next one.
             let view = self
                 .jobs
-                .answer(&plan.key(), Duration::ZERO, self.settings.wait, move |_| {
+                .answer(&plan.key(), self.settings.ttl, self.settings.wait, move |_| {
                     run(client, clouds, lookups, job_plan)
                 })
                 .await;
