@@ -122,7 +122,7 @@ pub struct TopologyChecks {
     clouds: Arc<ClientCache>,
     settings: TopologySettings,
     lookups: Arc<LookupCache>,
-    jobs: Jobs<CloudVerdict>,
+    jobs: Jobs<Result<Answers, String>>,
     counts: Family<CloudCheckLabels, Counter>,
 }
 
@@ -170,8 +170,8 @@ impl TopologyCloudCheck for TopologyChecks {
                 })
                 .await;
             let verdict = match view {
-                View::Done(Ok(v)) => v,
-                View::Done(Err(e)) => CloudVerdict::Unknown(e),
+                View::Done(Ok(Ok(answers))) => answers.verdict(&plan),
+                View::Done(Ok(Err(e)) | Err(e)) => CloudVerdict::Unknown(e),
                 View::Running(_) => CloudVerdict::Unknown(format!(
                     "the lookups took longer than {} ms; they go on in the background",
                     self.settings.wait.as_millis()
@@ -213,68 +213,81 @@ impl TopologyCloudCheck for TopologyChecks {
     }
 }
 
-/// One call's work: the identity Secret, the clients, then every lookup.
+/// What the cloud said about one plan's lookups. Messages are made per call from the
+/// caller's own plan: another Cluster with the same Secret and values shares the
+/// answers, but its MachineDeployments have other names.
+#[derive(Clone, Debug, Default)]
+struct Answers {
+    /// `cloud "x" (region y)`, for messages.
+    label: String,
+    found: HashMap<Lookup, Found>,
+    /// Lookups the cloud could not answer.
+    errors: Vec<String>,
+}
+
+impl Answers {
+    fn verdict(&self, plan: &CloudPlan) -> CloudVerdict {
+        let problems: Vec<String> = plan
+            .checks
+            .iter()
+            .filter_map(|(place, lookup)| {
+                self.found
+                    .get(lookup)
+                    .and_then(|f| problem(place, lookup, f, &self.label))
+            })
+            .collect();
+        if !problems.is_empty() {
+            // Definite problems stand even when other lookups failed.
+            CloudVerdict::Invalid(problems)
+        } else if !self.errors.is_empty() {
+            CloudVerdict::Unknown(format!("asking {}: {}", self.label, self.errors.join("; ")))
+        } else {
+            CloudVerdict::Valid
+        }
+    }
+}
+
+/// One plan's work: the identity Secret, the clients, then every lookup; `Err` when
+/// the cloud could not be asked at all.
 async fn run(
     client: Client,
     clouds: Arc<ClientCache>,
     cache: Arc<LookupCache>,
     plan: CloudPlan,
-) -> CloudVerdict {
+) -> Result<Answers, String> {
     let reference = OpenStackIdentityReference {
         type_: IdentityRefType::Secret,
         name: plan.secret.clone(),
         cloud_name: plan.cloud.clone(),
         region: None,
     };
-    let identity = match read_identity_secret(&client, &plan.namespace, &reference).await {
-        Ok(i) => i,
-        Err(e) => return CloudVerdict::Unknown(e.to_string()),
-    };
-    let clients = match clouds.clients_for(&identity) {
-        Ok(c) => c,
-        Err(e) => {
-            return CloudVerdict::Unknown(format!(
-                "identity Secret {}/{}: {e}",
-                plan.namespace, plan.secret
-            ))
-        }
-    };
+    let identity = read_identity_secret(&client, &plan.namespace, &reference)
+        .await
+        .map_err(|e| e.to_string())?;
+    let clients = clouds
+        .clients_for(&identity)
+        .map_err(|e| format!("identity Secret {}/{}: {e}", plan.namespace, plan.secret))?;
     let config = clients.session.config();
     let scope = scope_key(config);
-    let label = cloud_label(&plan.cloud, config.region.as_deref());
+    let mut answers = Answers {
+        label: cloud_label(&plan.cloud, config.region.as_deref()),
+        ..Answers::default()
+    };
     let mut finder = Finder::new(&clients);
-    let mut found = HashMap::new();
-    let mut errors = Vec::new();
     for lookup in plan.lookups() {
         if let Some(f) = cache.get(&scope, &lookup, Instant::now()) {
-            found.insert(lookup, f);
+            answers.found.insert(lookup, f);
             continue;
         }
         match finder.find(&lookup).await {
             Ok(f) => {
                 cache.put(&scope, &lookup, f.clone(), Instant::now());
-                found.insert(lookup, f);
+                answers.found.insert(lookup, f);
             }
-            Err(e) => errors.push(format!("{lookup}: {e}")),
+            Err(e) => answers.errors.push(format!("{lookup}: {e}")),
         }
     }
-    let problems: Vec<String> = plan
-        .checks
-        .iter()
-        .filter_map(|(place, lookup)| {
-            found
-                .get(lookup)
-                .and_then(|f| problem(place, lookup, f, &label))
-        })
-        .collect();
-    if !problems.is_empty() {
-        // Definite problems stand even when other lookups failed.
-        CloudVerdict::Invalid(problems)
-    } else if !errors.is_empty() {
-        CloudVerdict::Unknown(format!("asking {label}: {}", errors.join("; ")))
-    } else {
-        CloudVerdict::Valid
-    }
+    Ok(answers)
 }
 
 /// Lookups against one cloud; Nova's flavor and server group lists are read once.
@@ -418,6 +431,72 @@ mod tests {
             t0 + Duration::from_secs(61),
         );
         assert_eq!(cache.len(), 1);
+    }
+
+    fn plan(holder: &str, flavors: &[&str]) -> CloudPlan {
+        use crate::engine::cloud_checks::Place;
+        CloudPlan {
+            pack: "openstack-v1".into(),
+            namespace: "ns".into(),
+            cluster: "c".into(),
+            secret: "s".into(),
+            cloud: "openstack".into(),
+            checks: flavors
+                .iter()
+                .map(|f| {
+                    (
+                        Place {
+                            holder: holder.into(),
+                            path: "openstackWorker.flavor".into(),
+                        },
+                        flavor(f),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn answers_become_each_callers_own_messages() {
+        let answers = Answers {
+            label: cloud_label("openstack", Some("RegionOne")),
+            found: [
+                (flavor("m1.small"), Found::One),
+                (flavor("m1.hugee"), Found::Missing),
+            ]
+            .into_iter()
+            .collect(),
+            errors: vec![],
+        };
+        // Two clusters with the same Secret and values share the answers; each
+        // message names the caller's own MachineDeployment.
+        for md in ["MachineDeployment a-md-0: ", "MachineDeployment b-md-0: "] {
+            assert_eq!(
+                answers.verdict(&plan(md, &["m1.small", "m1.hugee"])),
+                CloudVerdict::Invalid(vec![format!(
+                    "{md}variable openstackWorker.flavor: flavor \"m1.hugee\" not found in cloud \"openstack\" (region RegionOne)"
+                )])
+            );
+        }
+        assert_eq!(
+            answers.verdict(&plan("", &["m1.small"])),
+            CloudVerdict::Valid
+        );
+        // A failed lookup does not hide a definite problem, and alone refuses nothing.
+        let partly = Answers {
+            errors: vec!["image \"u\": HTTP 503".into()],
+            ..answers
+        };
+        assert!(matches!(
+            partly.verdict(&plan("", &["m1.hugee"])),
+            CloudVerdict::Invalid(_)
+        ));
+        assert_eq!(
+            partly.verdict(&plan("", &["m1.small"])),
+            CloudVerdict::Unknown(
+                "asking cloud \"openstack\" (region RegionOne): image \"u\": HTTP 503".into()
+            )
+        );
     }
 
     #[test]
