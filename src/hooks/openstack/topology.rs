@@ -3,7 +3,8 @@
 //!
 //! CAPI calls ValidateTopology on every topology reconcile and gives it ~10 s, so
 //! lookups are kept for `--validate-cloud-ttl-seconds` per cloud scope and resource
-//! (clusters of one project share them), the work runs as a background job
+//! (clusters of one project share them), and so is a finished answer per Secret,
+//! cloud and values; the work runs as a background job
 //! ([`super::jobs`]), and a call waits for it only `--validate-cloud-wait-milliseconds`.
 //! Only a definite answer refuses a topology: a missing identity Secret, a cloud that
 //! cannot be asked or a lookup still running lets it through with a warning, because
@@ -173,7 +174,7 @@ impl TopologyCloudCheck for TopologyChecks {
                 View::Done(Ok(Ok(answers))) => answers.verdict(&plan),
                 View::Done(Ok(Err(e)) | Err(e)) => CloudVerdict::Unknown(e),
                 View::Running(_) => CloudVerdict::Unknown(format!(
-                    "the lookups took longer than {} ms; they go on in the background",
+                    "the lookups did not finish within {} ms; they go on in the background",
                     self.settings.wait.as_millis()
                 )),
             };
