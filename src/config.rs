@@ -184,6 +184,24 @@ pub struct ServeArgs {
     /// How long a finished check answers repeated calls before it runs again.
     #[arg(long, default_value_t = 10)]
     pub cloud_check_ttl_seconds: u64,
+    /// ValidateTopology looks up the OpenStack resources a Cluster's variables name
+    /// (flavors, images, networks...) in its cloud: `enforce` refuses a topology that
+    /// names a missing one, `warn` only logs it, `off` does not look. Needs Kubernetes
+    /// access (`--controllers`) to read the identity Secret.
+    #[arg(
+        long,
+        value_enum,
+        env = "STACKHOOK_VALIDATE_CLOUD",
+        default_value = "enforce"
+    )]
+    pub validate_cloud: crate::hooks::openstack::topology::Mode,
+    /// How long a lookup's answer is reused, per cloud project and resource.
+    #[arg(long, default_value_t = 60)]
+    pub validate_cloud_ttl_seconds: u64,
+    /// How long a ValidateTopology call waits for its lookups before letting the
+    /// topology through unchecked; keep it under the handler's timeoutSeconds.
+    #[arg(long, default_value_t = 5000)]
+    pub validate_cloud_wait_milliseconds: u64,
 }
 
 /// One handler's Discovery settings.

@@ -33,6 +33,23 @@ pub struct CallLabels {
     pub outcome: Outcome,
 }
 
+/// What ValidateTopology's look into the cloud found.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum CloudCheckResult {
+    /// Everything the variables name exists.
+    valid,
+    /// Something named is missing or ambiguous.
+    invalid,
+    /// The cloud could not be asked (or not in time): the topology was let through.
+    unknown,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CloudCheckLabels {
+    pub result: CloudCheckResult,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HandlerLabels {
     pub hook: String,
@@ -174,6 +191,8 @@ pub struct Metrics {
     pub duration: Family<HandlerLabels, Histogram, fn() -> Histogram>,
     pub certificate_reloads: Counter,
     pub controllers: ControllerMetrics,
+    /// ValidateTopology's cloud lookups by result.
+    pub cloud_checks: Family<CloudCheckLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -242,6 +261,12 @@ impl Metrics {
             "1 while this replica runs the controllers (holds the lease), else 0",
             controllers.leader.clone(),
         );
+        let cloud_checks = Family::<CloudCheckLabels, Counter>::default();
+        registry.register(
+            "validate_topology_cloud_checks",
+            "ValidateTopology's lookups of the resources a Cluster's variables name, by result",
+            cloud_checks.clone(),
+        );
         Metrics {
             registry,
             listener,
@@ -249,6 +274,7 @@ impl Metrics {
             duration,
             certificate_reloads,
             controllers,
+            cloud_checks,
         }
     }
 

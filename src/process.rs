@@ -23,7 +23,9 @@ use crate::controller::cluster::{self, ClusterContext, Timing};
 use crate::controller::leader::{self, LeaderElector, LeaseSettings};
 use crate::controller::machine::{self, MachineContext};
 use crate::controller::{cache, cloud, ControllerConfig, StartError};
+use crate::engine::cloud_checks::TopologyCloudCheck;
 use crate::engine::PatchEngine;
+use crate::hooks::openstack::topology::{Mode, TopologyChecks, TopologySettings};
 use crate::hooks::openstack::{self, CloudHooks};
 use crate::hooks::{hold::HoldHandler, ClusterResults, Registry};
 use crate::metrics::{ControllerMetrics, Metrics};
@@ -60,6 +62,36 @@ pub fn registry(
         h.register(&mut r);
     }
     r
+}
+
+/// ValidateTopology's cloud lookups, when they are on and there is Kubernetes
+/// access to read identity Secrets with; says once at start-up when they are not.
+fn topology_checks(
+    args: &ServeArgs,
+    kube: Option<&Client>,
+    clouds: &Arc<ClientCache>,
+    metrics: &Metrics,
+) -> Option<Arc<dyn TopologyCloudCheck>> {
+    match (args.validate_cloud, kube) {
+        (Mode::Off, _) => {
+            tracing::info!("ValidateTopology does not look into the cloud (--validate-cloud off)");
+            None
+        }
+        (_, None) => {
+            tracing::info!("ValidateTopology checks variables only: without Kubernetes access (--controllers) it cannot read identity Secrets to look into the cloud");
+            None
+        }
+        (mode, Some(client)) => Some(Arc::new(TopologyChecks::new(
+            client.clone(),
+            clouds.clone(),
+            TopologySettings {
+                mode,
+                ttl: Duration::from_secs(args.validate_cloud_ttl_seconds),
+                wait: Duration::from_millis(args.validate_cloud_wait_milliseconds),
+            },
+            metrics.cloud_checks.clone(),
+        ))),
+    }
 }
 
 /// Runs until SIGTERM or Ctrl-C, then drains in-flight requests and stops the
@@ -100,7 +132,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
             cloud_settings,
         ))
     });
-    let app = Arc::new(App::new(
+    let mut app = App::new(
         AppOptions {
             capi: args.capi_version,
             handler_config,
@@ -110,7 +142,11 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
         engine,
         registry(&args, results.clone(), cloud_hooks.as_ref()),
         metrics.clone(),
-    )?);
+    )?;
+    if let Some(check) = topology_checks(&args, kube.as_ref(), &clouds, &metrics) {
+        app = app.with_cloud_check(check);
+    }
+    let app = Arc::new(app);
 
     let hooks = HookServer::bind(&args, app, metrics.listener.clone()).await?;
     let admin_listener = TcpListener::bind(args.admin_listen)

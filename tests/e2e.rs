@@ -209,7 +209,17 @@ async fn class_cases(client: &Client, g: &Generation) {
     }
     let mut objects = read("templates/openstack-kubeadm/templates.yaml");
     objects.push(class);
-    for object in &objects {
+    // The Magnum-compatible class, as the driver's namespace would hold it (moved to
+    // this test's namespace). It is a v1beta1 ClusterClass, for CAPI 1.10 as Magnum
+    // runs it; on later releases CAPI's conversion webhook turns it into v1beta2.
+    let mut magnum = read("templates/magnum-compatible.yaml");
+    magnum.extend(read("clusterclasses/magnum-compatible.yaml"));
+    for object in &mut magnum {
+        in_namespace(object, "magnum-system", &ns);
+    }
+    let magnum_from = objects.len();
+    objects.extend(magnum);
+    for (i, object) in objects.iter().enumerate() {
         let kind = object["kind"].as_str().expect("kind");
         let (group, version) = object["apiVersion"]
             .as_str()
@@ -234,7 +244,10 @@ async fn class_cases(client: &Client, g: &Generation) {
                 )
             });
         let back = serde_json::to_value(&created).expect("encodes");
-        if kind == "ClusterClass" {
+        // This API server has no conversion webhook: a v1beta1 class stored as
+        // v1beta2 loses the references v1beta2 renamed, which CAPI's webhook would move.
+        let converted = i >= magnum_from && g.cluster_version != "v1beta1";
+        if kind == "ClusterClass" && !converted {
             // No field was pruned: the external patch references CAPI will call.
             assert_eq!(
                 back["spec"]["patches"], object["spec"]["patches"],
@@ -242,6 +255,16 @@ async fn class_cases(client: &Client, g: &Generation) {
                 g.release
             );
         }
+    }
+}
+
+/// Every string `from` in `object` (its namespace and its references') becomes `to`.
+fn in_namespace(object: &mut Value, from: &str, to: &str) {
+    match object {
+        Value::String(s) if s == from => *s = to.to_string(),
+        Value::Array(items) => items.iter_mut().for_each(|v| in_namespace(v, from, to)),
+        Value::Object(m) => m.values_mut().for_each(|v| in_namespace(v, from, to)),
+        _ => {}
     }
 }
 

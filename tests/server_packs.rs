@@ -365,3 +365,39 @@ async fn a_resent_request_is_answered_from_the_cache_with_its_own_uids() {
         "{logs:?}"
     );
 }
+
+/// Without Kubernetes access there is no identity Secret to read: the openstack-v1
+/// pack's ValidateTopology checks the variables only, which start-up says once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_kubernetes_access_validate_topology_checks_variables_only() {
+    let srv = Server::start(&[]);
+    let c = client(srv.ca_pem.as_ref().unwrap(), Proto::H1);
+    let mut items = items();
+    for i in items.as_array_mut().unwrap() {
+        i.as_object_mut().unwrap().remove("uid");
+    }
+    let url = srv.url(&format!(
+        "{PREFIX}/validatetopology/openstack-v1-validate-topology"
+    ));
+    let machine = json!({"flavor": "vt-no-such-flavor", "image": {"name": "vt-no-such-image"}});
+    let body = json!({"apiVersion": API, "kind": "ValidateTopologyRequest",
+        "variables": [builtin(),
+            {"name": "openstackCluster", "value": {"externalNetworkID": NET_ID}},
+            {"name": "openstackControlPlane", "value": machine},
+            {"name": "openstackWorker", "value": machine}],
+        "items": items});
+    for _ in 0..2 {
+        let (_, _, resp) = post_json(&c, &url, &body).await;
+        assert_eq!(resp["status"], "Success", "{resp}");
+    }
+    let said = srv
+        .drain_logs()
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("ValidateTopology checks variables only"))
+        })
+        .count();
+    assert_eq!(said, 1);
+}

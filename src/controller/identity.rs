@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client, ResourceExt};
 
-use crate::infra::api::types::IdentityRefType;
+use crate::infra::api::types::{IdentityRefType, OpenStackIdentityReference};
 use crate::infra::api::OpenStackCluster;
 use crate::infra::seam::IdentitySecret;
 
@@ -39,7 +39,17 @@ pub async fn read_identity(
         });
     }
     let namespace = osc.namespace().unwrap_or_default();
-    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    read_identity_secret(client, &namespace, ident).await
+}
+
+/// Fetches the Secret `ident` names from `namespace`: for callers that have the
+/// reference but no OpenStackCluster yet (ValidateTopology, before CAPI creates it).
+pub async fn read_identity_secret(
+    client: &Client,
+    namespace: &str,
+    ident: &OpenStackIdentityReference,
+) -> Result<IdentitySecret, IdentityError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = match api.get_opt(&ident.name).await {
         Ok(Some(s)) => s,
         Ok(None) => {
@@ -53,7 +63,7 @@ pub async fn read_identity(
         }
         Err(e) => return Err(IdentityError::Api(e)),
     };
-    identity_from_secret(&secret, osc)
+    identity_from_reference(&secret, ident)
 }
 
 /// The pure part of [`read_identity`].
@@ -61,7 +71,13 @@ pub fn identity_from_secret(
     secret: &Secret,
     osc: &OpenStackCluster,
 ) -> Result<IdentitySecret, IdentityError> {
-    let ident = &osc.spec.identity_ref;
+    identity_from_reference(secret, &osc.spec.identity_ref)
+}
+
+fn identity_from_reference(
+    secret: &Secret,
+    ident: &OpenStackIdentityReference,
+) -> Result<IdentitySecret, IdentityError> {
     let namespace = secret.namespace().unwrap_or_default();
     let data = secret.data.as_ref();
     let key = |k: &str| -> Option<Vec<u8>> {

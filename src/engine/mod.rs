@@ -10,6 +10,7 @@ use crate::sdk::topology::{
     GeneratePatchesResponse, ValidateTopologyRequest,
 };
 use crate::sdk::{response_kind, CapiVersion, CommonResponse, Hook, ResponseStatus, API_VERSION};
+use cloud_checks::CloudPlan;
 
 /// The topology-mutation handlers one engine serves, by handler name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +62,11 @@ pub trait PatchEngine: Send + Sync + 'static {
         capi: CapiVersion,
     ) -> DiscoverVariablesResponse;
     fn validate_topology(&self, handler: &str, req: &ValidateTopologyRequest) -> CommonResponse;
+    /// The cloud lookups a ValidateTopology request needs once its variables are
+    /// valid; `None` for a handler whose pack declares none (the default).
+    fn cloud_plan(&self, _handler: &str, _req: &ValidateTopologyRequest) -> Option<CloudPlan> {
+        None
+    }
 }
 
 /// An engine with no packs: nothing to patch, no variables, every topology valid.
@@ -102,6 +108,7 @@ impl PatchEngine for EmptyEngine {
 }
 
 pub mod cache;
+pub mod cloud_checks;
 pub mod clusterclass;
 pub mod discover;
 pub mod fingerprint;

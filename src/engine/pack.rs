@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::cloud_checks::{self, CloudChecks};
 use super::rules::Rule;
 use super::schema::{self, CompiledSchema};
 use super::template::{self, Template};
@@ -90,6 +91,9 @@ pub struct Pack {
     /// one field per variable of the pack. CAPI's variable schemas cannot say "this
     /// one only without that one", so these run in the pack's ValidateTopology only.
     pub validations: Vec<Rule>,
+    /// The OpenStack resources the variables name, looked up in the cluster's cloud
+    /// by ValidateTopology after the schemas and rules passed (`cloudChecks`).
+    pub cloud_checks: Option<CloudChecks>,
     pub patches: Vec<PackPatch>,
 }
 
@@ -194,6 +198,8 @@ struct RawPack {
     variables: Vec<RawVariable>,
     #[serde(default)]
     validations: Vec<Value>,
+    #[serde(default)]
+    cloud_checks: Option<Value>,
     #[serde(default)]
     patches: Vec<RawPatch>,
 }
@@ -540,6 +546,21 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
         });
     }
 
+    let cloud_checks = match &raw.cloud_checks {
+        None => None,
+        Some(v) if variables.len() == declared => match cloud_checks::parse(v, &variables) {
+            Ok(c) => Some(c),
+            Err(problems) => {
+                for (place, why) in problems {
+                    p.add(place, why);
+                }
+                None
+            }
+        },
+        // The variables' own problems are reported already.
+        Some(_) => None,
+    };
+
     Pack {
         name: served,
         version: raw.version,
@@ -548,6 +569,7 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
         file: file.to_string(),
         variables,
         validations,
+        cloud_checks,
         patches,
     }
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::cache::{CacheLimits, PatchCache};
+use super::cloud_checks::{self, CloudPlan};
 use super::fingerprint::{Fingerprint, GeneratePatchesWire};
 use super::pack::{self, Pack, PackError};
 use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchAnswer, PatchEngine};
@@ -353,6 +354,17 @@ impl PatchEngine for PackEngine {
             failures.join("; ")
         );
         CommonResponse::new(Hook::ValidateTopology, ResponseStatus::Failure, message)
+    }
+
+    fn cloud_plan(&self, handler: &str, req: &ValidateTopologyRequest) -> Option<CloudPlan> {
+        if is_generic(Hook::ValidateTopology, handler) {
+            return None;
+        }
+        let p = self.pack(Hook::ValidateTopology, handler)?;
+        let checks = p.cloud_checks.as_ref()?;
+        guarded(|| Ok(cloud_checks::plan(&p.name, checks, &p.variables, req)))
+            .ok()
+            .flatten()
     }
 }
 

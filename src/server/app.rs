@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::config::{ConfigError, HandlerConfig, HandlerSettings};
+use crate::engine::cloud_checks::{CloudVerdict, TopologyCloudCheck};
 use crate::engine::PatchEngine;
 use crate::hooks::{upgrade_plan, LifecycleResponse, Registry};
 use crate::metrics::{Metrics, Outcome};
@@ -25,8 +26,8 @@ use crate::sdk::lifecycle::{
 use crate::sdk::topology::{DiscoverVariablesRequest, ValidateTopologyRequest};
 use crate::sdk::upgrade_plan::GenerateUpgradePlanRequest;
 use crate::sdk::{
-    catalog::is_dns1123_label, response_kind, CapiVersion, Hook, ResponseStatus, RetryResponse,
-    API_VERSION,
+    catalog::is_dns1123_label, response_kind, CapiVersion, CommonResponse, Hook, ResponseStatus,
+    RetryResponse, API_VERSION,
 };
 
 #[derive(Debug, Clone)]
@@ -47,6 +48,9 @@ pub struct App {
     capi: CapiVersion,
     table: BTreeMap<(Hook, String), Served>,
     engine: Arc<dyn PatchEngine>,
+    /// Looks up the resources a valid topology names; `None` without Kubernetes
+    /// access, when ValidateTopology checks variables only.
+    cloud_check: Option<Arc<dyn TopologyCloudCheck>>,
     registry: Registry,
     kubernetes_versions: Vec<String>,
     pub metrics: Arc<Metrics>,
@@ -126,6 +130,7 @@ impl App {
             capi,
             table,
             engine,
+            cloud_check: None,
             registry,
             kubernetes_versions: opts.kubernetes_versions,
             metrics,
@@ -134,6 +139,13 @@ impl App {
 
     pub fn capi(&self) -> CapiVersion {
         self.capi
+    }
+
+    /// ValidateTopology also asks the cloud, through `check`, about the resources a
+    /// topology names once its variables are valid.
+    pub fn with_cloud_check(mut self, check: Arc<dyn TopologyCloudCheck>) -> App {
+        self.cloud_check = Some(check);
+        self
     }
 
     /// Resolves a URL path segment pair to a served handler.
@@ -242,7 +254,28 @@ impl App {
             Hook::ValidateTopology => {
                 let req: ValidateTopologyRequest = decode(hook, body)?;
                 let cluster = req.cluster();
-                let resp = self.engine.validate_topology(handler, &req);
+                let mut resp = self.engine.validate_topology(handler, &req);
+                // The variables first: the cloud is asked only about valid values.
+                if resp.status == ResponseStatus::Success {
+                    let plan = self
+                        .cloud_check
+                        .as_ref()
+                        .and_then(|c| Some((c, self.engine.cloud_plan(handler, &req)?)));
+                    if let Some((check, plan)) = plan {
+                        let pack = plan.pack.clone();
+                        if let CloudVerdict::Invalid(problems) = check.check(plan).await {
+                            resp = CommonResponse::new(
+                                hook,
+                                ResponseStatus::Failure,
+                                format!(
+                                    "pack {pack:?}: {} problem(s) with the OpenStack resources the variables name: {}",
+                                    problems.len(),
+                                    problems.join("; ")
+                                ),
+                            );
+                        }
+                    }
+                }
                 Ok(encode(&resp, resp.status, resp.message.clone(), cluster))
             }
             Hook::DiscoverVariables => {

@@ -44,6 +44,22 @@ impl Glance {
     pub fn new(session: Arc<Session>) -> Self {
         Self { session }
     }
+
+    /// `GET /v2/images/{id}`: one image; a 404 means no such image is visible.
+    pub async fn get(&self, id: &str) -> Result<Image, OsError> {
+        let path = format!("/v2/images/{}", crate::networking::encode_segment(id));
+        let v = self
+            .session
+            .request(Method::GET, SERVICE, &path, &[], None, &vec![])
+            .await?;
+        v.ok_or_else(|| "empty body".to_owned())
+            .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
+            .map_err(|message| OsError::Decode {
+                service: "image".into(),
+                path,
+                message,
+            })
+    }
 }
 
 impl Images for Glance {

@@ -8,6 +8,9 @@
 //! - `bootstrap-vars` (AfterControlPlaneInitialized): the Secret the bootstrap
 //!   reads is current, and the Cluster gets an Event saying so.
 //!
+//! Beside them, [`topology`] looks up the resources a Cluster's variables name for
+//! ValidateTopology.
+//!
 //! Every replica answers them from the store its own watch keeps
 //! (`controller::cache`), with the cluster's own credentials (the
 //! OpenStackCluster's `identityRef`). Cloud work runs in the background
@@ -16,6 +19,7 @@
 pub mod cleanup;
 pub mod jobs;
 pub mod preflight;
+pub mod topology;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,658 @@
+//! Which OpenStack resources a pack's variables name, declared in the pack's
+//! `cloudChecks` section, and the ValidateTopology messages about them.
+//!
+//! This part is pure: it turns a ValidateTopology request into a [`CloudPlan`] (the
+//! identity Secret to read and the lookups to make) and formats what the lookups
+//! found. Asking the cloud is the job of `hooks::openstack::topology`, which the
+//! server calls only after the schema and CEL checks passed.
+//!
+//! ```yaml
+//! cloudChecks:
+//!   identity:
+//!     secretNameVariable: openstackCluster.identity.secretName  # empty: <cluster>-cloud-config
+//!     cloudNameVariable: openstackCluster.identity.cloudName    # optional
+//!     cloudName: openstack                                      # when the variable is unset or empty
+//!   resources:
+//!   - {variable: openstackControlPlane.flavor, kind: flavor}
+//!   - {variable: openstackControlPlane.image, kind: image}      # {id} or {name}
+//!   - {variable: openstackCluster.bastion.flavor, kind: flavor, when: openstackCluster.bastion.enabled}
+//! ```
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::pack::PackVariable;
+use crate::sdk::common::Variable;
+use crate::sdk::topology::ValidateTopologyRequest;
+
+/// What kind of OpenStack resource a variable names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ResourceKind {
+    /// A Nova flavor (by name, as CAPO's `flavor`).
+    Flavor,
+    /// A Glance image; by name it must match exactly one image.
+    Image,
+    /// A Neutron network.
+    Network,
+    /// A Neutron network with `router:external`.
+    ExternalNetwork,
+    /// A Neutron subnet.
+    Subnet,
+    /// A Nova server group.
+    ServerGroup,
+}
+
+impl ResourceKind {
+    /// The word used in messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            ResourceKind::Flavor => "flavor",
+            ResourceKind::Image => "image",
+            ResourceKind::Network => "network",
+            ResourceKind::ExternalNetwork => "external network",
+            ResourceKind::Subnet => "subnet",
+            ResourceKind::ServerGroup => "server group",
+        }
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            ResourceKind::Flavor => "flavors",
+            ResourceKind::Image => "images",
+            ResourceKind::Network => "networks",
+            ResourceKind::ExternalNetwork => "external networks",
+            ResourceKind::Subnet => "subnets",
+            ResourceKind::ServerGroup => "server groups",
+        }
+    }
+}
+
+/// How a string value names its resource; an object value says it by its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum By {
+    Id,
+    Name,
+}
+
+/// One resource to look up in one cloud.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Lookup {
+    pub kind: ResourceKind,
+    pub by: By,
+    pub value: String,
+}
+
+impl fmt::Display for Lookup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.by {
+            By::Name => write!(f, "{} {:?}", self.kind.noun(), self.value),
+            By::Id => write!(f, "{} ID {:?}", self.kind.noun(), self.value),
+        }
+    }
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Exactly one (or, by ID, the one).
+    One,
+    /// None: the resource does not exist (or is not visible to the project).
+    Missing,
+    /// A name that matches several resources where exactly one is needed.
+    Many(usize),
+    /// A network that exists but is not external.
+    NotExternal,
+}
+
+/// The `cloudChecks` section of a pack, checked at load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudChecks {
+    pub secret_name_variable: Option<String>,
+    pub cloud_name_variable: Option<String>,
+    pub cloud_name: String,
+    pub resources: Vec<ResourceCheck>,
+}
+
+/// One variable path naming one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceCheck {
+    /// `variable.field.field`: the variable's name, then fields of its value.
+    pub variable: String,
+    pub kind: ResourceKind,
+    /// How a string value is read (default: by name).
+    pub by: By,
+    /// A boolean field that must be true for the check to run.
+    pub when: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCloudChecks {
+    #[serde(default)]
+    identity: RawIdentity,
+    #[serde(default)]
+    resources: Vec<RawResource>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawIdentity {
+    #[serde(default)]
+    secret_name_variable: Option<String>,
+    #[serde(default)]
+    cloud_name_variable: Option<String>,
+    #[serde(default)]
+    cloud_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawResource {
+    variable: String,
+    kind: ResourceKind,
+    #[serde(default)]
+    by: Option<By>,
+    #[serde(default)]
+    when: Option<String>,
+}
+
+/// The cloud CAPO uses when a pack names none (its `identityRef.cloudName` default).
+pub const DEFAULT_CLOUD_NAME: &str = "openstack";
+
+/// Reads and checks a pack's `cloudChecks` value: every path must lead through the
+/// `properties` of one of the pack's variables. Problems are `(place, message)`.
+pub fn parse(
+    raw: &Value,
+    variables: &[PackVariable],
+) -> Result<CloudChecks, Vec<(String, String)>> {
+    let raw: RawCloudChecks = serde_path_to_error::deserialize(raw).map_err(|e| {
+        let place = e.path().to_string();
+        let place = if place == "." {
+            "cloudChecks".to_string()
+        } else {
+            format!("cloudChecks.{place}")
+        };
+        vec![(place, e.into_inner().to_string())]
+    })?;
+    let mut problems = Vec::new();
+    let mut check_path = |place: String, path: &str| {
+        if let Err(why) = schema_at(variables, path) {
+            problems.push((place, why));
+        }
+    };
+    if let Some(p) = &raw.identity.secret_name_variable {
+        check_path("cloudChecks.identity.secretNameVariable".into(), p);
+    }
+    if let Some(p) = &raw.identity.cloud_name_variable {
+        check_path("cloudChecks.identity.cloudNameVariable".into(), p);
+    }
+    for (i, r) in raw.resources.iter().enumerate() {
+        check_path(format!("cloudChecks.resources[{i}].variable"), &r.variable);
+        if let Some(w) = &r.when {
+            check_path(format!("cloudChecks.resources[{i}].when"), w);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(CloudChecks {
+        secret_name_variable: raw.identity.secret_name_variable,
+        cloud_name_variable: raw.identity.cloud_name_variable,
+        cloud_name: raw
+            .identity
+            .cloud_name
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| DEFAULT_CLOUD_NAME.to_string()),
+        resources: raw
+            .resources
+            .into_iter()
+            .map(|r| ResourceCheck {
+                variable: r.variable,
+                kind: r.kind,
+                by: r.by.unwrap_or(By::Name),
+                when: r.when,
+            })
+            .collect(),
+    })
+}
+
+/// The schema a dotted path leads to, or why it leads nowhere.
+fn schema_at<'a>(variables: &'a [PackVariable], path: &str) -> Result<&'a Value, String> {
+    let mut parts = path.split('.');
+    let name = parts.next().unwrap_or_default();
+    let var = variables
+        .iter()
+        .find(|v| v.name == name)
+        .ok_or_else(|| format!("{name:?} is not a variable of this pack"))?;
+    let mut schema = &var.schema;
+    for field in parts {
+        schema = schema
+            .get("properties")
+            .and_then(|p| p.get(field))
+            .ok_or_else(|| format!("{path:?}: the schema has no field {field:?} there"))?;
+    }
+    Ok(schema)
+}
+
+/// Where a value was found, for messages: `variable a.b` on the Cluster, or with the
+/// MachineDeployment (or other holder) whose override it is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Place {
+    /// `"MachineDeployment md-0: "` or empty.
+    pub holder: String,
+    pub path: String,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}variable {}", self.holder, self.path)
+    }
+}
+
+/// The cloud work one ValidateTopology call needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudPlan {
+    /// The pack's served name, for the answer's message.
+    pub pack: String,
+    pub namespace: String,
+    pub cluster: String,
+    /// The identity Secret, in the Cluster's namespace.
+    pub secret: String,
+    /// The clouds.yaml entry.
+    pub cloud: String,
+    /// Each place and what it names, sorted, without duplicates.
+    pub checks: Vec<(Place, Lookup)>,
+}
+
+impl CloudPlan {
+    /// The distinct lookups, sorted.
+    pub fn lookups(&self) -> Vec<Lookup> {
+        let set: BTreeSet<&Lookup> = self.checks.iter().map(|(_, l)| l).collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// Identifies the work: the same key means the same Secret, cloud and lookups.
+    pub fn key(&self) -> String {
+        let mut key = format!("{}/{}/{}", self.namespace, self.secret, self.cloud);
+        for l in self.lookups() {
+            key.push_str(&format!("|{:?}:{:?}:{}", l.kind, l.by, l.value));
+        }
+        key
+    }
+}
+
+/// The plan for `req`, or `None` when it names no resource (or no Cluster).
+pub fn plan(
+    pack_name: &str,
+    checks: &CloudChecks,
+    variables: &[PackVariable],
+    req: &ValidateTopologyRequest,
+) -> Option<CloudPlan> {
+    let (namespace, cluster) = req.cluster()?;
+    let globals = values(variables, &req.variables, true);
+    let mut found = BTreeSet::new();
+    collect(checks, &globals, "", &mut found);
+    for item in &req.items {
+        let own = values(variables, &item.variables, false);
+        if own.is_empty() {
+            continue;
+        }
+        // A `when` may sit in another variable than the one overridden.
+        let mut merged = globals.clone();
+        merged.extend(own.clone());
+        let holder = format!(
+            "{} {}: ",
+            item.holder_reference.kind, item.holder_reference.name
+        );
+        let mut here = BTreeSet::new();
+        collect(checks, &merged, &holder, &mut here);
+        // Only what the item's own values name: the rest is the Cluster's, reported once.
+        for (place, lookup) in here {
+            let name = place.path.split('.').next().unwrap_or_default();
+            if own.contains_key(name) {
+                found.insert((place, lookup));
+            }
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    let text = |path: &Option<String>| {
+        path.as_deref()
+            .and_then(|p| lookup_path(&globals, p))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    Some(CloudPlan {
+        pack: pack_name.to_string(),
+        secret: text(&checks.secret_name_variable)
+            .unwrap_or_else(|| format!("{cluster}-cloud-config")),
+        cloud: text(&checks.cloud_name_variable).unwrap_or_else(|| checks.cloud_name.clone()),
+        namespace,
+        cluster,
+        checks: found.into_iter().collect(),
+    })
+}
+
+/// The pack's variables among `values`, defaulted, by name. With `top_defaults`,
+/// an unset variable gets its top-level default, as CAPI sends for the Cluster.
+fn values(
+    variables: &[PackVariable],
+    values: &[Variable],
+    top_defaults: bool,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for v in values {
+        if let Some(var) = variables.iter().find(|p| p.name == v.name) {
+            out.insert(v.name.clone(), var.compiled.default_value(&v.value));
+        }
+    }
+    if top_defaults {
+        for var in variables {
+            if !out.contains_key(&var.name) {
+                if let Some(d) = var.compiled.top_level_default() {
+                    out.insert(var.name.clone(), var.compiled.default_value(&d));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn lookup_path<'a>(values: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
+    let mut parts = path.split('.');
+    let mut v = values.get(parts.next()?)?;
+    for p in parts {
+        v = v.get(p)?;
+    }
+    Some(v)
+}
+
+fn collect(
+    checks: &CloudChecks,
+    values: &Map<String, Value>,
+    holder: &str,
+    out: &mut BTreeSet<(Place, Lookup)>,
+) {
+    for c in &checks.resources {
+        if let Some(w) = &c.when {
+            if lookup_path(values, w).and_then(Value::as_bool) != Some(true) {
+                continue;
+            }
+        }
+        let Some(v) = lookup_path(values, &c.variable) else {
+            continue;
+        };
+        let mut add = |path: String, by: By, value: &str| {
+            if !value.is_empty() {
+                out.insert((
+                    Place {
+                        holder: holder.to_string(),
+                        path,
+                    },
+                    Lookup {
+                        kind: c.kind,
+                        by,
+                        value: value.to_string(),
+                    },
+                ));
+            }
+        };
+        match v {
+            Value::String(s) => add(c.variable.clone(), c.by, s),
+            Value::Object(m) => {
+                for (key, by) in [("id", By::Id), ("name", By::Name)] {
+                    if let Some(s) = m.get(key).and_then(Value::as_str) {
+                        add(format!("{}.{key}", c.variable), by, s);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The cloud as messages name it: `cloud "default" (region RegionOne)`.
+pub fn cloud_label(cloud: &str, region: Option<&str>) -> String {
+    match region {
+        Some(r) if !r.is_empty() => format!("cloud {cloud:?} (region {r})"),
+        _ => format!("cloud {cloud:?}"),
+    }
+}
+
+/// The message for a lookup that found a problem; `None` when it found its resource.
+pub fn problem(place: &Place, lookup: &Lookup, found: &Found, cloud: &str) -> Option<String> {
+    let what = match found {
+        Found::One => return None,
+        Found::Missing => format!("{lookup} not found in {cloud}"),
+        Found::Many(n) => format!(
+            "{n} {} named {:?} in {cloud}; the name must match exactly one",
+            lookup.kind.plural(),
+            lookup.value
+        ),
+        Found::NotExternal => format!(
+            "network {} {:?} in {cloud} is not an external network",
+            match lookup.by {
+                By::Id => "ID",
+                By::Name => "named",
+            },
+            lookup.value
+        ),
+    };
+    Some(format!("{place}: {what}"))
+}
+
+/// What the cloud check says about one ValidateTopology call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloudVerdict {
+    /// Everything named exists.
+    Valid,
+    /// Resources definitely missing or ambiguous: one message each.
+    Invalid(Vec<String>),
+    /// The cloud could not be asked (or not in time); the topology is not held up.
+    Unknown(String),
+}
+
+/// Asks the cloud about a plan. The server holds one when it has Kubernetes access.
+pub trait TopologyCloudCheck: Send + Sync + 'static {
+    fn check<'a>(&'a self, plan: CloudPlan) -> BoxFuture<'a, CloudVerdict>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::PackEngine;
+    use serde_json::json;
+
+    fn engine() -> PackEngine {
+        PackEngine::embedded().unwrap()
+    }
+
+    fn request(globals: Value, items: Value) -> ValidateTopologyRequest {
+        let mut vars = vec![
+            json!({"name": "builtin", "value": {"cluster": {"name": "c1", "namespace": "ns1"}}}),
+        ];
+        if let Value::Object(m) = globals {
+            for (k, v) in m {
+                vars.push(json!({"name": k, "value": v}));
+            }
+        }
+        serde_json::from_value(json!({"variables": vars, "items": items})).unwrap()
+    }
+
+    fn plan_for(pack: &str, req: &ValidateTopologyRequest) -> Option<CloudPlan> {
+        let e = engine();
+        let p = e.packs().iter().find(|p| p.name == pack).unwrap();
+        plan(&p.name, p.cloud_checks.as_ref().unwrap(), &p.variables, req)
+    }
+
+    fn lines(plan: &CloudPlan) -> Vec<String> {
+        plan.checks
+            .iter()
+            .map(|(place, l)| format!("{place} -> {l}"))
+            .collect()
+    }
+
+    #[test]
+    fn openstack_pack_names_flavors_images_networks_and_overrides() {
+        let req = request(
+            json!({
+                "openstackCluster": {"externalNetworkID": "7f0c2d8e-3a51-4b35-9a1e-0c5a8f3e2b11",
+                    "network": {"name": "vt-net"}, "subnet": {"id": "1c0ffee0-0000-4000-8000-000000000001"},
+                    "bastion": {"enabled": false, "flavor": "m1.tiny", "imageName": "cirros"}},
+                "openstackControlPlane": {"flavor": "m1.hugee", "image": {"id": "0b1c2d3e-4f50-4617-8899-aabbccddeeff"}},
+                "openstackWorker": {"image": {"name": "ubuntu"}, "serverGroup": {"name": "vt-sg"}},
+            }),
+            json!([{"holderReference": {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                    "namespace": "ns1", "name": "c1-md-0", "fieldPath": "spec.template.spec.infrastructureRef"},
+                    "object": {}, "variables": [{"name": "openstackWorker",
+                        "value": {"flavor": "m1.large", "image": {"name": "ubuntu"}}}]}]),
+        );
+        let p = plan_for("openstack-v1", &req).unwrap();
+        assert_eq!((p.namespace.as_str(), p.cluster.as_str()), ("ns1", "c1"));
+        assert_eq!(p.secret, "c1-cloud-config");
+        assert_eq!(p.cloud, "openstack");
+        assert_eq!(
+            lines(&p),
+            vec![
+                "variable openstackCluster.externalNetworkID -> external network ID \"7f0c2d8e-3a51-4b35-9a1e-0c5a8f3e2b11\"",
+                "variable openstackCluster.network.name -> network \"vt-net\"",
+                "variable openstackCluster.subnet.id -> subnet ID \"1c0ffee0-0000-4000-8000-000000000001\"",
+                "variable openstackControlPlane.flavor -> flavor \"m1.hugee\"",
+                "variable openstackControlPlane.image.id -> image ID \"0b1c2d3e-4f50-4617-8899-aabbccddeeff\"",
+                "variable openstackWorker.flavor -> flavor \"m1.medium\"",
+                "variable openstackWorker.image.name -> image \"ubuntu\"",
+                "variable openstackWorker.serverGroup.name -> server group \"vt-sg\"",
+                "MachineDeployment c1-md-0: variable openstackWorker.flavor -> flavor \"m1.large\"",
+                "MachineDeployment c1-md-0: variable openstackWorker.image.name -> image \"ubuntu\"",
+            ]
+        );
+        // The bastion counts only when enabled; the identity comes from the variables.
+        let req = request(
+            json!({
+                "openstackCluster": {"identity": {"secretName": "creds", "cloudName": "prod"},
+                    "bastion": {"enabled": true, "flavor": "m1.tiny", "imageName": "cirros"}},
+            }),
+            json!([]),
+        );
+        let p = plan_for("openstack-v1", &req).unwrap();
+        assert_eq!((p.secret.as_str(), p.cloud.as_str()), ("creds", "prod"));
+        assert_eq!(
+            lines(&p),
+            vec![
+                "variable openstackCluster.bastion.flavor -> flavor \"m1.tiny\"",
+                "variable openstackCluster.bastion.imageName -> image \"cirros\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn magnum_pack_reads_ids_and_its_identity_variable() {
+        let req = request(
+            json!({
+                "clusterIdentityRefName": "kube-x-cloud-config",
+                "controlPlaneFlavor": "m1.large", "flavor": "m1.medium",
+                "imageUUID": "0b1c2d3e-4f50-4617-8899-aabbccddeeff",
+                "externalNetworkId": "7f0c2d8e-3a51-4b35-9a1e-0c5a8f3e2b11",
+                "fixedNetworkId": "", "fixedSubnetId": "",
+                "serverGroupId": "5d12f6fd-a196-4bf0-ae4c-1f639a523a52",
+            }),
+            json!([]),
+        );
+        let p = plan_for("magnum-v1", &req).unwrap();
+        assert_eq!(
+            (p.secret.as_str(), p.cloud.as_str()),
+            ("kube-x-cloud-config", "default")
+        );
+        assert_eq!(
+            lines(&p),
+            vec![
+                "variable controlPlaneFlavor -> flavor \"m1.large\"",
+                "variable externalNetworkId -> external network ID \"7f0c2d8e-3a51-4b35-9a1e-0c5a8f3e2b11\"",
+                "variable flavor -> flavor \"m1.medium\"",
+                "variable imageUUID -> image ID \"0b1c2d3e-4f50-4617-8899-aabbccddeeff\"",
+                "variable serverGroupId -> server group ID \"5d12f6fd-a196-4bf0-ae4c-1f639a523a52\"",
+            ]
+        );
+        assert_eq!(p.lookups().len(), 5);
+    }
+
+    #[test]
+    fn no_plan_without_values_or_cluster() {
+        // Another pack's variables only: nothing of ours to check.
+        let req = request(json!({"networking": {}}), json!([]));
+        assert_eq!(plan_for("magnum-v1", &req), None);
+        let req: ValidateTopologyRequest = serde_json::from_value(json!({"variables": [
+            {"name": "controlPlaneFlavor", "value": "m1.large"}], "items": []}))
+        .unwrap();
+        assert_eq!(plan_for("magnum-v1", &req), None);
+    }
+
+    #[test]
+    fn messages_name_the_variable_the_resource_and_the_cloud() {
+        let place = Place {
+            holder: String::new(),
+            path: "openstackControlPlane.flavor".into(),
+        };
+        let flavor = Lookup {
+            kind: ResourceKind::Flavor,
+            by: By::Name,
+            value: "m1.hugee".into(),
+        };
+        let cloud = cloud_label("default", Some("RegionOne"));
+        assert_eq!(problem(&place, &flavor, &Found::One, &cloud), None);
+        assert_eq!(
+            problem(&place, &flavor, &Found::Missing, &cloud).unwrap(),
+            "variable openstackControlPlane.flavor: flavor \"m1.hugee\" not found in cloud \"default\" (region RegionOne)"
+        );
+        let image = Lookup {
+            kind: ResourceKind::Image,
+            by: By::Name,
+            value: "ubuntu".into(),
+        };
+        let md = Place {
+            holder: "MachineDeployment md-0: ".into(),
+            path: "openstackWorker.image.name".into(),
+        };
+        assert_eq!(
+            problem(&md, &image, &Found::Many(2), &cloud_label("c", None)).unwrap(),
+            "MachineDeployment md-0: variable openstackWorker.image.name: 2 images named \"ubuntu\" in cloud \"c\"; the name must match exactly one"
+        );
+        let ext = Lookup {
+            kind: ResourceKind::ExternalNetwork,
+            by: By::Id,
+            value: "n1".into(),
+        };
+        assert_eq!(
+            problem(&place, &ext, &Found::NotExternal, &cloud).unwrap(),
+            "variable openstackControlPlane.flavor: network ID \"n1\" in cloud \"default\" (region RegionOne) is not an external network"
+        );
+    }
+
+    #[test]
+    fn paths_must_exist_in_the_pack_schemas() {
+        let e = engine();
+        let p = e.packs().iter().find(|p| p.name == "openstack-v1").unwrap();
+        let bad = json!({"resources": [
+            {"variable": "openstackControlPlane.flavour", "kind": "flavor"},
+            {"variable": "nope", "kind": "image"},
+            {"variable": "openstackWorker.flavor", "kind": "flavor", "when": "openstackWorker.x"}]});
+        let problems = parse(&bad, &p.variables).unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert_eq!(problems[0].0, "cloudChecks.resources[0].variable");
+        assert!(problems[1].1.contains("not a variable"), "{problems:?}");
+        let bad = json!({"resources": [{"variable": "openstackWorker.flavor", "kind": "volume"}]});
+        let problems = parse(&bad, &p.variables).unwrap_err();
+        assert!(
+            problems[0].0.starts_with("cloudChecks.resources[0]"),
+            "{problems:?}"
+        );
+    }
+}
