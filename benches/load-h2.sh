@@ -29,7 +29,11 @@ bench_bin() { ls -t "$TARGET"/release/deps/"$1"-* | grep -v '\.d$' | head -1; }
 FLOOR=$(bench_bin floor)
 H2MIX=$(bench_bin h2mix)
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# The servers are started in command substitutions, so they are not this shell's jobs:
+# their PIDs are kept for the exit trap. They run without a shutdown grace period, so
+# the ports are free for the next run as soon as the script ends.
+PIDS=()
+trap 'kill $(jobs -p) "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 P=/hooks.runtime.cluster.x-k8s.io/v1alpha1
 PATH_GP=$P/generatepatches/$GP_HANDLER
 BODY=benches/bodies/$GP_BODY.json
@@ -37,7 +41,7 @@ BODY=benches/bodies/$GP_BODY.json
 start_stackhook() { # name port admin_port extra-args...
   local name=$1 port=$2 admin=$3; shift 3
   "$TARGET/release/stackhook" serve --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
-    --self-signed-dir "$WORK/$name" --capi-version 1.14 "$@" >"$WORK/$name.log" 2>&1 &
+    --self-signed-dir "$WORK/$name" --capi-version 1.14 --shutdown-grace-seconds 0 "$@" >"$WORK/$name.log" 2>&1 &
   echo $!
 }
 wait_ready() {
@@ -46,6 +50,7 @@ wait_ready() {
 }
 MISS_PID=$(start_stackhook miss 19443 18080 --patch-cache-entries 0)
 HIT_PID=$(start_stackhook hit 19445 18081)
+PIDS+=("$MISS_PID" "$HIT_PID")
 wait_ready 18080
 wait_ready 18081
 # stackhook's own answer, for the floor to send.

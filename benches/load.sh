@@ -25,7 +25,7 @@ WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 "$TARGET/release/stackhook" serve --listen 127.0.0.1:19443 --admin-listen 127.0.0.1:18080 \
-  --self-signed-dir "$WORK/sh" --capi-version 1.14 ${STACKHOOK_EXTRA_ARGS:-} >"$WORK/sh.log" 2>&1 &
+  --self-signed-dir "$WORK/sh" --capi-version 1.14 --shutdown-grace-seconds 0 ${STACKHOOK_EXTRA_ARGS:-} >"$WORK/sh.log" 2>&1 &
 SH_PID=$!
 for _ in $(seq 100); do curl -sf http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 
