@@ -244,8 +244,13 @@ fn item_ops(
         }
         let scope = &*scope.get_or_insert_with(|| Scope::new(pack, globals, item));
         if let Some(cond) = &patch.enabled_if {
-            let on = super::template::enabled(cond, scope.all())
-                .map_err(|e| fail(index, " enabledIf".into(), e.to_string()))?;
+            let on = super::template::enabled(cond, scope.all()).map_err(|e| {
+                fail(
+                    index,
+                    " enabledIf".into(),
+                    super::template::error_message(&e),
+                )
+            })?;
             if !on {
                 continue;
             }
@@ -262,10 +267,11 @@ fn item_ops(
                                 fail(index, place(d, j, jp), e.to_string())
                             })?,
                     ),
-                    Some(PatchValue::Template(t)) => Some(
-                        t.render_value(scope.all())
-                            .map_err(|e| fail(index, place(d, j, jp), e.to_string()))?,
-                    ),
+                    Some(PatchValue::Template(t)) => {
+                        Some(t.render_value(scope.all()).map_err(|e| {
+                            fail(index, place(d, j, jp), super::template::error_message(&e))
+                        })?)
+                    }
                     None => return Err(fail(index, place(d, j, jp), "no value".into())),
                 };
                 let path = jp.pointer.clone();

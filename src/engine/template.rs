@@ -17,6 +17,16 @@ pub fn parse(src: &str) -> Result<Template, Error> {
     Template::parse(NAME, src)
 }
 
+/// Characters of a template error a message keeps.
+pub const ERROR_CHARS: usize = 300;
+
+/// A template error for a Failure message. Go's texts can quote what the template
+/// rendered or iterated (a whole variable value, the YAML output), which must not reach
+/// CAPI's conditions whole; the position and the start of the text are what help.
+pub fn error_message(e: &Error) -> String {
+    crate::sdk::clip::clip_to(&e.to_string(), ERROR_CHARS).into_owned()
+}
+
 /// CAPI's `enabledIf`: enabled only if the rendered value is JSON `true`. CAPI compares
 /// the JSON bytes to `true`, so `True`, `yes`, `on` and ` true ` enable, while
 /// `"true"`, `1` and `false` do not.
@@ -47,6 +57,23 @@ mod tests {
         assert!(!e("\"true\""));
         assert!(!e("{{ .missing }}"));
         assert!(!e(""));
+    }
+
+    #[test]
+    fn a_long_value_in_an_error_is_cut() {
+        let big = "x".repeat(10_000);
+        let e = parse("{{ range .big }}{{ end }}")
+            .and_then(|t| t.render(&json!({ "big": big })))
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().len() > 10_000, "Go's text quotes the value");
+        let m = error_message(&e);
+        assert!(m.starts_with("template: tpl:1:"), "{m}");
+        assert!(
+            m.ends_with(&format!("…({} bytes)", e.to_string().len())),
+            "{m}"
+        );
+        assert!(m.chars().count() < ERROR_CHARS + 20, "{m}");
     }
 
     #[test]
