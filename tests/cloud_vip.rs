@@ -3,7 +3,8 @@
 //! `apiServerFixedIP` is reserved by a Neutron port of the cluster's, found
 //! again after a crash, refused while another port holds the address, and
 //! deleted with the cluster. Skipped unless cloud tests are enabled (see
-//! tests/support/cloud.rs).
+//! tests/support/cloud.rs). Request counts print as `BENCH` lines with
+//! `-- --nocapture --test-threads=1`.
 
 #[path = "support/cloud.rs"]
 mod cloud;
@@ -53,6 +54,13 @@ fn counts(
     infra.clients_for(id).unwrap().session.stats().snapshot()
 }
 
+fn bench(phase: &str, passes: usize, c: CallCounts) {
+    println!(
+        "BENCH {phase}: passes={passes} reads={} writes={} auths={} retries={}",
+        c.reads, c.writes, c.auths, c.retries
+    );
+}
+
 /// The ports of `network` holding `ip`, as Neutron lists them.
 async fn holders(c: &Clients, network: &str, ip: &str) -> Vec<net::Port> {
     c.network
@@ -87,9 +95,11 @@ fn a_keepalived_cluster_reserves_its_vip_as_a_port_and_releases_it() {
             allocation_pools: vec![],
         }];
         let mut osc = cluster(&name, spec);
-        infra::converge(&infra, &scope, &mut osc, &id, 10)
+        let before = counts(&infra, &id);
+        let passes = infra::converge(&infra, &scope, &mut osc, &id, 10)
             .await
             .unwrap_or_else(|(r, m)| panic!("user error {r}: {m}"));
+        bench("keepalived create", passes, counts(&infra, &id) - before);
 
         let status = osc.status.clone().unwrap();
         assert!(status.ready);
@@ -130,16 +140,15 @@ fn a_keepalived_cluster_reserves_its_vip_as_a_port_and_releases_it() {
             .await
             .unwrap_or_else(|(r, m)| panic!("user error {r}: {m}"));
         let steady = counts(&infra, &id) - before;
-        println!(
-            "BENCH keepalived steady state: reads={} writes={}",
-            steady.reads, steady.writes
-        );
+        bench("keepalived steady", 1, steady);
         assert_eq!(steady.writes, 0);
         let again = holders(&check, &network, vip).await;
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].id, port.id);
 
-        infra::delete(&infra, &scope, &osc, &id).await;
+        let before = counts(&infra, &id);
+        let passes = infra::delete(&infra, &scope, &osc, &id).await;
+        bench("keepalived delete", passes, counts(&infra, &id) - before);
         match check.network.get::<net::Port>(&port.id).await {
             Err(e) if e.is_not_found() => {}
             other => panic!("the VIP port is still there: {other:?}"),
