@@ -158,7 +158,7 @@ fn a_keepalived_cluster_reserves_its_vip_as_a_port_and_releases_it() {
 }
 
 #[test]
-fn on_a_users_network_a_foreign_holder_is_refused_and_our_unrecorded_port_adopted() {
+fn on_a_users_network_a_bound_holder_is_refused_our_port_adopted_and_the_users_reservation_used() {
     let Some(path) = cloud::clouds_yaml() else {
         return;
     };
@@ -181,10 +181,13 @@ fn on_a_users_network_a_foreign_holder_is_refused_and_our_unrecorded_port_adopte
             .create(json!({"network_id": user_net.id, "ip_version": 4, "cidr": "10.94.0.0/24"}))
             .await
             .unwrap();
+        // Bound to a device, as a server's or a service's port is.
         let foreign: net::Port = n
             .create(json!({
                 "name": format!("vip-foreign-{name}"),
                 "network_id": user_net.id,
+                "device_owner": "compute:nova",
+                "device_id": "2f0c1c7e-0000-4000-8000-000000000001",
                 "fixed_ips": [{"subnet_id": user_subnet.id, "ip_address": vip}],
             }))
             .await
@@ -212,7 +215,13 @@ fn on_a_users_network_a_foreign_holder_is_refused_and_our_unrecorded_port_adopte
         let held = holders(&check, &user_net.id, vip).await;
         assert_eq!(held.len(), 1);
         assert_eq!(held[0].id, foreign.id);
-        n.delete::<net::Port>(&foreign.id).await.unwrap();
+        // Neutron lets only an admin delete a port bound to a server.
+        let admin = infra::checker(&yaml, cloud::ADMIN);
+        admin
+            .network
+            .delete::<net::Port>(&foreign.id)
+            .await
+            .unwrap();
 
         // 2. Our port, created by a pass that died before recording or
         // tagging it: adopted, not duplicated.
@@ -242,6 +251,37 @@ fn on_a_users_network_a_foreign_holder_is_refused_and_our_unrecorded_port_adopte
         expect_none(&inventory(&check, &names).await);
         let still: net::Network = n.get(&user_net.id).await.unwrap();
         assert_eq!(still.id, user_net.id);
+
+        // 4. The user's own reservation (a port bound to nothing, as CAPO's
+        // documentation asks keepalived users to make): used, not tagged, and left
+        // in place when the cluster goes.
+        let reserved: net::Port = n
+            .create(json!({
+                "name": format!("vip-reserved-{name}"),
+                "network_id": user_net.id,
+                "fixed_ips": [{"subnet_id": user_subnet.id, "ip_address": vip}],
+            }))
+            .await
+            .unwrap();
+        let mut again = cluster(&name, osc.spec.clone());
+        again.spec.control_plane_endpoint = None;
+        infra::converge(&infra, &scope, &mut again, &id, 10)
+            .await
+            .unwrap_or_else(|(r, m)| panic!("user error {r}: {m}"));
+        let status = again.status.clone().unwrap();
+        assert!(status.ready);
+        assert_eq!(status.api_server_vip_port.unwrap().id, reserved.id);
+        let held = holders(&check, &user_net.id, vip).await;
+        assert_eq!(held.len(), 1, "no second port for the address");
+        assert!(
+            !held[0].tags.contains(&owner_tag(&names)),
+            "the user's port is not tagged"
+        );
+        infra::delete(&infra, &scope, &again, &id).await;
+        let kept: net::Port = n.get(&reserved.id).await.unwrap();
+        assert_eq!(kept.id, reserved.id);
+        expect_none(&inventory(&check, &names).await);
+        n.delete::<net::Port>(&reserved.id).await.unwrap();
         n.delete::<net::Network>(&user_net.id).await.unwrap();
     });
 }

@@ -51,6 +51,11 @@ fn holds(port: &net::Port, ip: &str) -> bool {
     port.fixed_ips.iter().any(|f| f.ip_address == ip)
 }
 
+/// A port that only reserves its address: bound to nothing and owned by no service.
+fn reserves(port: &net::Port) -> bool {
+    port.device_owner.is_empty() && port.device_id.is_empty()
+}
+
 impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     /// The address to reserve: the fixed API IP when no load balancer takes it.
     fn api_vip_wanted(&self) -> Option<String> {
@@ -110,8 +115,10 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
 
         if let Some(recorded) = self.status.api_server_vip_port.clone() {
             match neutron.get::<net::Port>(&recorded.id).await {
-                Ok(p) if holds(&p, &ip) => {
-                    self.ensure_tags(&p).await?;
+                Ok(p) if holds(&p, &ip) && (p.name == name || reserves(&p)) => {
+                    if p.name == name {
+                        self.ensure_tags(&p).await?;
+                    }
                     self.record_api_vip(&p, &ip);
                     return Ok(());
                 }
@@ -133,6 +140,13 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .await
             .map_err(|e| os(FAILED, e))?;
         let holders: Vec<net::Port> = holders.into_iter().filter(|p| holds(p, &ip)).collect();
+        if let Some(reserved) = holders.iter().find(|p| p.name != name && reserves(p)) {
+            // A port made by hand to hold the address, as CAPO's documentation asks of
+            // keepalived users: used as it is, never tagged, changed or deleted.
+            tracing::info!(port = %reserved.id, %ip, "the API VIP is held by a reservation port of the user's");
+            self.record_api_vip(reserved, &ip);
+            return Ok(());
+        }
         if let Some(other) = holders.iter().find(|p| p.name != name) {
             let what = if other.name.is_empty() {
                 String::new()
@@ -198,7 +212,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         });
     }
 
-    /// Deletes the recorded API VIP port and any named like it.
+    /// Deletes the recorded API VIP port and any named like it; a reservation port of
+    /// the user's (another name) is only forgotten.
     pub(super) async fn delete_api_vip_port(&mut self) -> Result<(), InfraError> {
         let neutron = self.clients.network();
         let name = self.names.api_vip_port_name();
@@ -206,6 +221,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .status
             .api_server_vip_port
             .iter()
+            .filter(|p| p.name == name)
             .map(|p| p.id.clone())
             .filter(|id| !id.is_empty())
             .collect();

@@ -840,6 +840,8 @@ async fn an_api_vip_held_by_another_port_is_a_user_error_naming_that_port() {
         serde_json::json!({
             "name": "someone-elses-port",
             "network_id": network.network.id,
+            "device_owner": "compute:az1",
+            "device_id": "a-server-of-someone-else",
             "fixed_ips": [{"subnet_id": network.subnets[0].id, "ip_address": VIP}],
         }),
     )
@@ -876,6 +878,60 @@ async fn an_api_vip_held_by_another_port_is_a_user_error_naming_that_port() {
     assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");
     assert_vip_reserved(&run, VIP, "after the address was freed");
     assert_deleted_cleanly(&mut run, "after the address was freed").await;
+}
+
+/// CAPO's documentation has keepalived users create a port holding the address
+/// themselves: such a port (bound to nothing, owned by no service) is the reservation,
+/// used as it is and never deleted.
+#[tokio::test]
+async fn a_reservation_port_of_the_users_is_used_and_left_alone() {
+    let mut run = Run::new(keepalived_spec());
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Create, "ports"),
+        1,
+        Effect::Status(503),
+    ));
+    assert!(matches!(run.pass().await, Step::Transient { .. }));
+    let network = run.status().network.unwrap();
+    let reserved: net::Port = Networking::create(
+        &*run.cloud,
+        serde_json::json!({
+            "name": "my-api-vip",
+            "network_id": network.network.id,
+            "fixed_ips": [{"subnet_id": network.subnets[0].id, "ip_address": VIP}],
+        }),
+    )
+    .await
+    .unwrap();
+
+    let steps = run.converge().await;
+    assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");
+    let status = run.status();
+    assert!(status.ready);
+    let recorded = status.api_server_vip_port.clone().unwrap();
+    assert_eq!(
+        (recorded.id.as_str(), recorded.name.as_str()),
+        (reserved.id.as_str(), "my-api-vip")
+    );
+    let held = holders(&run.cloud, VIP);
+    assert_eq!(held.len(), 1, "no second port for the address");
+    assert_eq!(
+        held[0]["tags"],
+        serde_json::json!([]),
+        "the user's port is not tagged"
+    );
+
+    // With a load balancer the reservation is given up: the user's port is forgotten,
+    // not deleted.
+    run.osc.spec.api_server_load_balancer = Some(ApiServerLoadBalancer::default());
+    run.converge().await;
+    assert!(run.status().api_server_vip_port.is_none());
+    assert!(
+        holders(&run.cloud, VIP)
+            .iter()
+            .any(|p| p["id"] == reserved.id.as_str()),
+        "the user's port stays"
+    );
 }
 
 #[tokio::test]
