@@ -438,6 +438,15 @@ pub struct NetworkStatus {
     pub tags: Vec<String>,
 }
 
+/// A Neutron port that holds a virtual IP for the cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VipPort {
+    pub id: String,
+    pub name: String,
+    pub ip_address: String,
+}
+
 /// A Neutron subnet the cluster uses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -571,6 +580,15 @@ pub struct OpenStackClusterStatus {
     pub bastion_security_group: Option<SecurityGroupStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bastion: Option<BastionStatus>,
+    /// Not in CAPO: the Neutron port that reserves `spec.apiServerFixedIP`
+    /// on the cluster network when no load balancer holds it (a keepalived
+    /// VIP), so no other port is given that address.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "apiServerVIPPort"
+    )]
+    pub api_server_vip_port: Option<VipPort>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -123,6 +123,11 @@ impl ClusterNames {
         format!("{}-ingress-vip", self.network_name())
     }
 
+    /// The port reserving the API VIP without a load balancer; not a CAPO resource.
+    pub fn api_vip_port_name(&self) -> String {
+        format!("{}-api-vip", self.network_name())
+    }
+
     /// Bastion server and its OpenStackServer object.
     pub fn bastion_name(&self) -> String {
         format!("{}-bastion", self.name)
@@ -226,6 +231,10 @@ mod tests {
             "k8s-clusterapi-cluster-ns-c1-kubeapi-6443-m0"
         );
         assert_eq!(n.bastion_name(), "c1-bastion");
+        assert_eq!(
+            n.api_vip_port_name(),
+            "k8s-clusterapi-cluster-ns-c1-api-vip"
+        );
         assert_eq!(port_name("m0", 1, None), "m0-1");
         assert_eq!(port_name("m0", 1, Some("storage")), "m0-storage");
         assert_eq!(provider_id(None, "u"), "openstack:///u");

@@ -1,5 +1,5 @@
 //! Deletion in CAPO's reverse order: bastion, load balancer (and its floating IP),
-//! then the ingress VIP, router, ports and network, then the security
+//! the API VIP port, then the ingress VIP, router, ports and network, then the security
 //! groups. Everything is found again by name and by our ownership tag, so
 //! resources a crashed pass never recorded are removed too.
 
@@ -160,7 +160,10 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             tracing::debug!(lb = %l.id, "API load balancer gone");
         }
 
-        // 3. Network objects (only what we manage: with managed subnets).
+        // 3. The API VIP port, on a managed network or the user's.
+        self.delete_api_vip_port().await?;
+
+        // 4. Network objects (only what we manage: with managed subnets).
         let net_name = self.names.network_name();
         if !self.spec.managed_subnets.is_empty() {
             let networks = self
@@ -246,7 +249,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         self.status.network = None;
         self.status.router = None;
 
-        // 4. Security groups.
+        // 5. Security groups.
         let sg_names: Vec<String> = [
             SecurityGroupRole::ControlPlane,
             SecurityGroupRole::Worker,

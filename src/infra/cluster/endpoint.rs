@@ -68,7 +68,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         ))
     }
 
-    fn fip_allowed(&self) -> bool {
+    pub(super) fn fip_allowed(&self) -> bool {
         self.spec.disable_api_server_floating_ip != Some(true)
             && self.status.external_network.is_some()
     }

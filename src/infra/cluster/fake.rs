@@ -219,6 +219,12 @@ fn filtered(obj: &Value, query: &[(&str, String)]) -> bool {
                 "tags-any" => wanted().any(|t| tags.contains(&t)),
                 "not-tags" => !wanted().all(|t| tags.contains(&t)),
                 "not-tags-any" => !wanted().any(|t| tags.contains(&t)),
+                // Neutron's `fixed_ips=ip_address=…` / `fixed_ips=subnet_id=…`.
+                "fixed_ips" => want.split_once('=').is_some_and(|(k, v)| {
+                    obj.get("fixed_ips")
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.iter().any(|f| str_of(f, k) == v))
+                }),
                 field => match obj.get(field) {
                     Some(Value::String(s)) => s == want,
                     Some(Value::Bool(b)) => b.to_string() == *want,
@@ -417,7 +423,37 @@ impl State {
                         .map(|s| str_of(s, "id").to_owned())
                         .unwrap_or_default(),
                 };
-                let ip = self.ip("10.6.0");
+                let asked = obj
+                    .get("fixed_ips")
+                    .and_then(|f| f.pointer("/0/ip_address"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let ip = match asked {
+                    Some(ip) => {
+                        // Neutron's IpAddressAlreadyAllocated.
+                        let taken = !self
+                            .ports_where(|p| {
+                                p.get("fixed_ips")
+                                    .and_then(Value::as_array)
+                                    .is_some_and(|a| {
+                                        a.iter().any(|f| {
+                                            str_of(f, "subnet_id") == subnet
+                                                && str_of(f, "ip_address") == ip
+                                        })
+                                    })
+                            })
+                            .is_empty();
+                        if taken {
+                            return Err(conflict(
+                                Op::Create,
+                                kind,
+                                &format!("IP address {ip} already allocated in subnet {subnet}"),
+                            ));
+                        }
+                        ip
+                    }
+                    None => self.ip("10.6.0"),
+                };
                 obj.insert(
                     "fixed_ips".into(),
                     json!([{"subnet_id": subnet, "ip_address": ip}]),

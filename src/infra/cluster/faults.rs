@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
+use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::OsError;
 
 use super::fake::{Calls, Effect, FakeCloud, Fault, Op};
@@ -676,4 +677,287 @@ async fn a_rate_limit_hands_its_retry_after_to_the_controller() {
     );
     let steps = run.converge().await;
     assert_eq!(steps.last(), Some(&Step::Converged));
+}
+
+/// The API VIP without a load balancer: the keepalived endpoint.
+const VIP: &str = "10.6.0.250";
+
+fn keepalived_spec() -> OpenStackClusterSpec {
+    OpenStackClusterSpec {
+        managed_subnets: vec![SubnetSpec {
+            cidr: "10.6.0.0/24".into(),
+            dns_nameservers: vec![],
+            allocation_pools: vec![],
+        }],
+        managed_security_groups: Some(ManagedSecurityGroups::default()),
+        api_server_load_balancer: Some(ApiServerLoadBalancer {
+            enabled: Some(false),
+            ..Default::default()
+        }),
+        disable_api_server_floating_ip: Some(true),
+        api_server_fixed_ip: Some(VIP.into()),
+        tags: vec!["team-a".into()],
+        ..Default::default()
+    }
+}
+
+/// The ports holding `ip`.
+fn holders(cloud: &FakeCloud, ip: &str) -> Vec<Value> {
+    cloud
+        .objects("ports")
+        .into_iter()
+        .filter(|p| {
+            p["fixed_ips"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|f| f["ip_address"] == ip))
+        })
+        .collect()
+}
+
+/// One port, ours and tagged, reserves `ip`; status records it and the
+/// cluster is ready with `ip` as its endpoint and published VIP.
+fn assert_vip_reserved(run: &Run, ip: &str, context: &str) {
+    let names = ClusterNames::new(NAMESPACE, CLUSTER);
+    let ports = holders(&run.cloud, ip);
+    assert_eq!(ports.len(), 1, "{context}: {ports:?}");
+    let vip_ports: Vec<Value> = run
+        .cloud
+        .objects("ports")
+        .into_iter()
+        .filter(|p| p["name"] == names.api_vip_port_name())
+        .collect();
+    assert_eq!(vip_ports.len(), 1, "{context}: {vip_ports:?}");
+    let port = &ports[0];
+    assert_eq!(port["name"], names.api_vip_port_name(), "{context}");
+    assert_eq!(port["device_owner"], "", "{context}");
+    for tag in ["team-a".to_owned(), super::owner_tag(&names)] {
+        assert!(
+            port["tags"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from(tag.clone())),
+            "{context}: port lacks tag {tag}: {port}"
+        );
+    }
+    let status = run.status();
+    assert!(status.ready, "{context}: not ready");
+    let recorded = status.api_server_vip_port.clone().unwrap_or_default();
+    assert_eq!(
+        port["id"], recorded.id,
+        "{context}: status names another port"
+    );
+    assert_eq!(recorded.ip_address, ip, "{context}");
+    assert_eq!(
+        run.osc
+            .spec
+            .control_plane_endpoint
+            .as_ref()
+            .map(|e| e.host.as_str()),
+        Some(ip),
+        "{context}"
+    );
+    let published = status
+        .extensions
+        .and_then(|e| e.load_balancers)
+        .and_then(|l| l.control_plane)
+        .and_then(|c| c.vip);
+    assert_eq!(published.as_deref(), Some(ip), "{context}");
+}
+
+#[tokio::test]
+async fn the_keepalived_vip_is_reserved_once_whatever_fails_and_goes_with_the_cluster() {
+    let mut run = Run::new(keepalived_spec());
+    let steps = run.converge().await;
+    assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+    assert_vip_reserved(&run, VIP, "without faults");
+    let writes = run.cloud.writes();
+    let saves = run.sink_writes.load(Ordering::SeqCst);
+    assert_settled(&mut run, "without faults").await;
+    assert_deleted_cleanly(&mut run, "without faults").await;
+
+    for effect in [Effect::Status(503), Effect::LoseAnswer] {
+        for n in 1..=writes {
+            let context = format!("{effect:?} on write {n}");
+            let mut run = Run::new(keepalived_spec());
+            run.cloud.inject(Fault::nth(Calls::Writes, n, effect));
+            let steps = run.converge().await;
+            assert_eq!(run.cloud.fired(), 1, "{context}: fault did not fire");
+            assert_eq!(transient_steps(&steps), 1, "{context}: {steps:?}");
+            assert_vip_reserved(&run, VIP, &context);
+            assert_settled(&mut run, &context).await;
+            assert_deleted_cleanly(&mut run, &context).await;
+        }
+    }
+    for n in 1..=saves {
+        let context = format!("status write {n} lost");
+        let mut run = Run::new(keepalived_spec());
+        run.sink_fail_at = Some(n);
+        let steps = run.converge().await;
+        assert_eq!(transient_steps(&steps), 1, "{context}: {steps:?}");
+        assert_vip_reserved(&run, VIP, &context);
+        assert_settled(&mut run, &context).await;
+        assert_deleted_cleanly(&mut run, &context).await;
+    }
+}
+
+#[tokio::test]
+async fn a_lost_answer_to_the_vip_port_create_adopts_the_port() {
+    let mut run = Run::new(keepalived_spec());
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Create, "ports"),
+        1,
+        Effect::LoseAnswer,
+    ));
+    assert_eq!(
+        run.pass().await,
+        Step::Transient {
+            reason: "APIServerVIPPortFailed".into(),
+            retry_after: None
+        }
+    );
+    // Created, but neither recorded nor tagged.
+    assert_eq!(holders(&run.cloud, VIP).len(), 1);
+    assert!(run.status().api_server_vip_port.is_none());
+    let steps = run.converge().await;
+    assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");
+    assert_vip_reserved(&run, VIP, "lost port answer");
+    assert_deleted_cleanly(&mut run, "lost port answer").await;
+}
+
+#[tokio::test]
+async fn an_api_vip_held_by_another_port_is_a_user_error_naming_that_port() {
+    let mut run = Run::new(keepalived_spec());
+    // The first pass stops at the reservation, with the network in place.
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Create, "ports"),
+        1,
+        Effect::Status(503),
+    ));
+    assert!(matches!(run.pass().await, Step::Transient { .. }));
+    let network = run.status().network.unwrap();
+    let foreign: net::Port = Networking::create(
+        &*run.cloud,
+        serde_json::json!({
+            "name": "someone-elses-port",
+            "network_id": network.network.id,
+            "device_owner": "compute:az1",
+            "device_id": "a-server-of-someone-else",
+            "fixed_ips": [{"subnet_id": network.subnets[0].id, "ip_address": VIP}],
+        }),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(run.pass().await, Step::User("APIServerVIPInUse".into()));
+    let status = run.status();
+    let message = status.failure_message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&foreign.id) && message.contains("someone-elses-port"),
+        "{message}"
+    );
+    let api = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == cond::API_ENDPOINT_READY)
+        .unwrap();
+    assert_eq!(
+        (api.status.as_str(), api.reason.as_deref()),
+        ("False", Some("APIServerVIPInUse"))
+    );
+    assert!(!status.ready);
+    assert!(run.osc.spec.control_plane_endpoint.is_none());
+    // Nothing of ours took or shares the address, and the other port is untouched.
+    assert_eq!(holders(&run.cloud, VIP).len(), 1);
+    assert_eq!(holders(&run.cloud, VIP)[0]["id"], foreign.id.as_str());
+
+    // Once the address is free, the cluster reserves it and becomes ready.
+    Networking::delete::<net::Port>(&*run.cloud, &foreign.id)
+        .await
+        .unwrap();
+    let steps = run.converge().await;
+    assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");
+    assert_vip_reserved(&run, VIP, "after the address was freed");
+    assert_deleted_cleanly(&mut run, "after the address was freed").await;
+}
+
+/// CAPO's documentation has keepalived users create a port holding the address
+/// themselves: such a port (bound to nothing, owned by no service) is the reservation,
+/// used as it is and never deleted.
+#[tokio::test]
+async fn a_reservation_port_of_the_users_is_used_and_left_alone() {
+    let mut run = Run::new(keepalived_spec());
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Create, "ports"),
+        1,
+        Effect::Status(503),
+    ));
+    assert!(matches!(run.pass().await, Step::Transient { .. }));
+    let network = run.status().network.unwrap();
+    let reserved: net::Port = Networking::create(
+        &*run.cloud,
+        serde_json::json!({
+            "name": "my-api-vip",
+            "network_id": network.network.id,
+            "fixed_ips": [{"subnet_id": network.subnets[0].id, "ip_address": VIP}],
+        }),
+    )
+    .await
+    .unwrap();
+
+    let steps = run.converge().await;
+    assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");
+    let status = run.status();
+    assert!(status.ready);
+    let recorded = status.api_server_vip_port.clone().unwrap();
+    assert_eq!(
+        (recorded.id.as_str(), recorded.name.as_str()),
+        (reserved.id.as_str(), "my-api-vip")
+    );
+    let held = holders(&run.cloud, VIP);
+    assert_eq!(held.len(), 1, "no second port for the address");
+    assert_eq!(
+        held[0]["tags"],
+        serde_json::json!([]),
+        "the user's port is not tagged"
+    );
+
+    // With a load balancer the reservation is given up: the user's port is forgotten,
+    // not deleted.
+    run.osc.spec.api_server_load_balancer = Some(ApiServerLoadBalancer::default());
+    run.converge().await;
+    assert!(run.status().api_server_vip_port.is_none());
+    assert!(
+        holders(&run.cloud, VIP)
+            .iter()
+            .any(|p| p["id"] == reserved.id.as_str()),
+        "the user's port stays"
+    );
+}
+
+#[tokio::test]
+async fn a_changed_vip_or_a_load_balancer_releases_the_old_reservation() {
+    let mut run = Run::new(keepalived_spec());
+    run.converge().await;
+    assert_vip_reserved(&run, VIP, "first address");
+
+    run.osc.spec.api_server_fixed_ip = Some("10.6.0.251".into());
+    run.osc.spec.control_plane_endpoint = None;
+    run.converge().await;
+    assert_eq!(holders(&run.cloud, VIP), Vec::<Value>::new());
+    assert_vip_reserved(&run, "10.6.0.251", "changed address");
+
+    // An Octavia load balancer takes the address itself.
+    run.osc.spec.api_server_load_balancer = Some(ApiServerLoadBalancer::default());
+    run.converge().await;
+    let names = ClusterNames::new(NAMESPACE, CLUSTER);
+    assert_eq!(
+        count(&run.cloud, "ports", named(&names.api_vip_port_name())),
+        0
+    );
+    assert!(run.status().api_server_vip_port.is_none());
+    assert_eq!(
+        run.cloud.objects("loadbalancers")[0]["vip_address"],
+        "10.6.0.251"
+    );
+    assert_deleted_cleanly(&mut run, "load balancer").await;
 }

@@ -1,6 +1,7 @@
 //! The cloud half of the OpenStackCluster controller: CAPO's cluster flow
-//! (external network; network, subnet, router; managed security groups;
-//! bastion; API endpoint; failure domains) and its reverse on deletion, plus the
+//! (external network; network, subnet, router; the API VIP port without a
+//! load balancer; managed security groups; bastion; API endpoint; failure
+//! domains) and its reverse on deletion, plus the
 //! `status.extensions` facts for the bootstrap.
 //!
 //! Every create is followed by a status write through the sink, and every
@@ -12,6 +13,7 @@
 //! in-memory cloud (`fake.rs`) that fails or loses the answer of any call,
 //! which the loopback test cloud cannot be made to do on cue.
 
+mod api_vip;
 mod bastion;
 mod delete;
 mod endpoint;
@@ -255,6 +257,17 @@ impl<'a, C: CloudClients, S: StatusSink> Pass<'a, C, S> {
         self.set(cond::NETWORK_READY, true, "", "");
         if self.status.router.is_some() {
             self.set(cond::ROUTER_READY, true, "", "");
+        }
+
+        // Before anything else takes an address from the subnet.
+        if let Err(e) = self.reconcile_api_vip_port().await {
+            self.set(
+                cond::API_ENDPOINT_READY,
+                false,
+                reason_of(&e),
+                &e.to_string(),
+            );
+            return Err(e);
         }
 
         // A bastion no longer wanted goes before the security groups, so
