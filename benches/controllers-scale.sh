@@ -12,6 +12,12 @@
 #   BIN=path          the binary to run (and to print the CRDs) instead of the release build
 #   VARIANTS=file     one run per line, `label|binary|VAR=value ...` (binary empty: $BIN),
 #                     all against the same objects
+#   MEMORY_LIMIT_MIB=N  run the server in a memory cgroup limited to N MiB, as a pod's
+#                     memory limit does (root, cgroup v1 memory controller at
+#                     /sys/fs/cgroup/memory or cgroup v2 at /sys/fs/cgroup with it
+#                     enabled); the page cache is dropped first, so the binary's pages
+#                     are charged to the cgroup as it maps them. Prints the cgroup's peak
+#                     usage, how often it hit the limit, and OOM kills.
 # Prints, per run: idle RSS (controllers on, CRDs installed, before any object exists),
 # then the time until the reconcile count reaches the object count, and 10 s later the
 # peak RSS (VmHWM) and the RSS, split into anonymous memory and mapped file pages (the
@@ -37,6 +43,10 @@ stop_serve() {
     wait "$SERVE_PID" 2>/dev/null || true
     SERVE_PID=
   fi
+  if [ -n "${CG:-}" ]; then
+    rmdir "$CG" 2>/dev/null || true
+    CG=
+  fi
 }
 trap 'stop_serve; bash "$KUBE_DIR/down" "$WORK/kube" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 export KUBECONFIG=$(bash "$KUBE_DIR/up" "$WORK/kube" | tail -n 1)
@@ -52,10 +62,49 @@ else
 fi
 
 # `serve LABEL BINARY ENV...`: starts the controllers, sets SERVE_PID.
+CG=
+# `cgroup LABEL`: a fresh memory cgroup limited to MEMORY_LIMIT_MIB, path in CG.
+cgroup() {
+  CG=
+  [ -n "${MEMORY_LIMIT_MIB:-}" ] || return 0
+  local bytes=$((MEMORY_LIMIT_MIB * 1048576))
+  if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+    CG=/sys/fs/cgroup/memory/stackhook-scale-$$-$1
+    mkdir -p "$CG"
+    echo "$bytes" >"$CG/memory.limit_in_bytes"
+  elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    CG=/sys/fs/cgroup/stackhook-scale-$$-$1
+    mkdir -p "$CG"
+    echo "$bytes" >"$CG/memory.max"
+  else
+    echo "MEMORY_LIMIT_MIB needs a writable memory cgroup" >&2
+    exit 1
+  fi
+  sync
+  echo 3 >/proc/sys/vm/drop_caches
+}
+# Peak usage, times the limit was hit, OOM kills of the cgroup in CG.
+cgroup_report() {
+  [ -n "$CG" ] || return 0
+  if [ -f "$CG/memory.max_usage_in_bytes" ]; then
+    printf '    cgroup (limit %s MiB): peak %.1f MiB, limit hit %s times, %s\n' "$MEMORY_LIMIT_MIB" \
+      "$(awk '{print $1/1048576}' "$CG/memory.max_usage_in_bytes")" "$(cat "$CG/memory.failcnt")" \
+      "$(awk '$1 == "oom_kill" {print "OOM kills " $2}' "$CG/memory.oom_control")"
+  else
+    printf '    cgroup (limit %s MiB): peak %.1f MiB, limit hit %s times, OOM kills %s\n' "$MEMORY_LIMIT_MIB" \
+      "$(awk '{print $1/1048576}' "$CG/memory.peak")" \
+      "$(awk '$1 == "max" {print $2}' "$CG/memory.events")" \
+      "$(awk '$1 == "oom_kill" {print $2}' "$CG/memory.events")"
+  fi
+}
+# `serve LABEL BINARY ENV...`: starts the controllers (in the cgroup when asked), sets
+# SERVE_PID.
 serve() {
   local label=$1 bin=${2:-$BIN}
   shift 2
-  env "$@" "$bin" serve --controllers --kubeconfig "$KUBECONFIG" --leader-election=false \
+  cgroup "$label"
+  CG="$CG" sh -c '[ -z "$CG" ] || echo $$ >"$CG/cgroup.procs"; exec "$@"' sh \
+    env "$@" "$bin" serve --controllers --kubeconfig "$KUBECONFIG" --leader-election=false \
     --listen 127.0.0.1:19543 --admin-listen 127.0.0.1:18180 --self-signed-dir "$WORK/ss" \
     --log-format json >"$WORK/serve-$label.log" 2>&1 &
   SERVE_PID=$!
@@ -73,6 +122,7 @@ while IFS='|' read -r label bin envs; do
   serve "$label" "$bin" $envs
   sleep 10
   echo "  $label: RSS $(mib VmRSS) MiB (anonymous $(mib RssAnon), file $(mib RssFile)), peak $(mib VmHWM) MiB"
+  cgroup_report
   stop_serve
 done <"$WORK/variants"
 
@@ -200,5 +250,6 @@ while IFS='|' read -r label bin envs; do
   sleep 10
   printf '  %s: %s reconciles in %.1f s; 10 s later peak RSS %s MiB, RSS %s MiB (anonymous %s, file %s)\n' \
     "$label" "$(reconciles)" "$took" "$(mib VmHWM)" "$(mib VmRSS)" "$(mib RssAnon)" "$(mib RssFile)"
+  cgroup_report
   stop_serve
 done <"$WORK/variants"
