@@ -74,20 +74,6 @@ async fn crds(client: &Client) {
     kube_server::apply_crds(client, &docs).await;
 }
 
-async fn secret(client: &Client, ns: &str, name: &str, clouds_yaml: &str) {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": ns},
-            "stringData": {"clouds.yaml": clouds_yaml}
-        }))
-        .unwrap(),
-    )
-    .await
-    .expect("identity Secret");
-}
-
 /// An OpenStackCluster the controllers leave alone (CAPI has not set an owner),
 /// which is all the hooks need.
 async fn osc(client: &Client, ns: &str, name: &str, secret: &str, cloud: &str) {
@@ -283,7 +269,7 @@ async fn preflight_cases(
     admin: &Clients,
     p: &Project,
 ) {
-    secret(client, ns, "creds", &p.clouds_yaml).await;
+    kube_server::identity_secret(client, ns, "creds", &p.clouds_yaml).await;
     osc(client, ns, "prod-x7k2p", "creds", "openstack").await;
     let cp = json!({"cluster.x-k8s.io/cluster-name": "prod", "cluster.x-k8s.io/control-plane": ""});
     let md = json!({"cluster.x-k8s.io/cluster-name": "prod",
@@ -790,12 +776,12 @@ async fn delete_cases(
          auth_url: {}\n      application_credential_id: {}\n      application_credential_secret: {}\n",
         appcred.auth_url, appcred.application_credential_id, appcred.application_credential_secret
     );
-    secret(client, magnum, &format!("{a}-cloud-config"), &a_yaml).await;
+    kube_server::identity_secret(client, magnum, &format!("{a}-cloud-config"), &a_yaml).await;
     osc(client, magnum, &a, &format!("{a}-cloud-config"), "default").await;
     // Cluster B, an ordinary one in the same project.
     let b = format!("b-{tag}");
     let member_yaml = String::from_utf8(clouds_yaml.to_vec()).unwrap();
-    secret(client, ns, "creds", &member_yaml).await;
+    kube_server::identity_secret(client, ns, "creds", &member_yaml).await;
     osc(client, ns, &format!("{b}-x1"), "creds", cloud::MEMBER).await;
 
     let a_lb = load_balancer(member, &format!("kube_service_{uuid}_default_web"), subnet).await;

@@ -28,8 +28,6 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
 use kube::Client;
 use replica::Replica;
 use serde_json::{json, Value};
@@ -46,20 +44,6 @@ fn clouds_with(clouds_yaml: &[u8], from: &str, to: &str) -> String {
     let entry = all["clouds"][from].clone();
     assert!(entry.is_object(), "no cloud {from:?} in clouds.yaml");
     json!({"clouds": {to: entry}}).to_string()
-}
-
-async fn secret(client: &Client, ns: &str, name: &str, clouds_yaml: &str) {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": ns},
-            "stringData": {"clouds.yaml": clouds_yaml}
-        }))
-        .unwrap(),
-    )
-    .await
-    .expect("identity Secret");
 }
 
 fn builtin(ns: &str, cluster: &str) -> Value {
@@ -193,14 +177,14 @@ async fn scenarios(
         .await
         .expect("subnet");
 
-    secret(
+    kube_server::identity_secret(
         client,
         ns,
         "vt-a-cloud-config",
         &clouds_with(clouds_yaml, cloud::MEMBER, "openstack"),
     )
     .await;
-    secret(
+    kube_server::identity_secret(
         client,
         ns,
         "vt-m-creds",

@@ -182,14 +182,20 @@ async fn discover_variables_answers_per_pack() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn validate_topology_names_the_field() {
-    let srv = Server::start(&[]);
-    let c = client(srv.ca_pem.as_ref().unwrap(), Proto::H1);
+/// ValidateTopology's items: GeneratePatches' without uids.
+fn validate_items() -> Value {
     let mut items = items();
     for i in items.as_array_mut().unwrap() {
         i.as_object_mut().unwrap().remove("uid");
     }
+    items
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_topology_names_the_field() {
+    let srv = Server::start(&[]);
+    let c = client(srv.ca_pem.as_ref().unwrap(), Proto::H1);
+    let items = validate_items();
     let url = srv.url(&format!(
         "{PREFIX}/validatetopology/openstack-validate-topology"
     ));
@@ -372,10 +378,7 @@ async fn a_resent_request_is_answered_from_the_cache_with_its_own_uids() {
 async fn without_kubernetes_access_validate_topology_checks_variables_only() {
     let srv = Server::start(&[]);
     let c = client(srv.ca_pem.as_ref().unwrap(), Proto::H1);
-    let mut items = items();
-    for i in items.as_array_mut().unwrap() {
-        i.as_object_mut().unwrap().remove("uid");
-    }
+    let items = validate_items();
     let url = srv.url(&format!(
         "{PREFIX}/validatetopology/openstack-v1-validate-topology"
     ));

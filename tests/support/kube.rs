@@ -284,3 +284,19 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// An identity Secret as CAPO reads it: `clouds.yaml` under that key.
+pub async fn identity_secret(client: &kube::Client, ns: &str, name: &str, clouds_yaml: &str) {
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), ns);
+    api.create(
+        &kube::api::PostParams::default(),
+        &serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": ns},
+            "stringData": {"clouds.yaml": clouds_yaml}
+        }))
+        .unwrap(),
+    )
+    .await
+    .expect("identity Secret");
+}

@@ -428,6 +428,15 @@ pub struct OpenStackClusterSpec {
     pub extensions: Option<ClusterSpecExtensions>,
 }
 
+impl OpenStackClusterSpec {
+    /// An API load balancer is wanted: the object is there and not disabled.
+    pub fn api_load_balancer_enabled(&self) -> bool {
+        self.api_server_load_balancer
+            .as_ref()
+            .is_some_and(|l| l.enabled != Some(false))
+    }
+}
+
 /// A Neutron network the cluster uses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -59,12 +59,7 @@ fn reserves(port: &net::Port) -> bool {
 impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     /// The address to reserve: the fixed API IP when no load balancer takes it.
     fn api_vip_wanted(&self) -> Option<String> {
-        let lb_enabled = self
-            .spec
-            .api_server_load_balancer
-            .as_ref()
-            .is_some_and(|l| l.enabled != Some(false));
-        if lb_enabled {
+        if self.spec.api_load_balancer_enabled() {
             return None;
         }
         self.spec

@@ -35,12 +35,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     /// `(host, port)`, or `None` while Octavia is busy.
     pub(super) async fn reconcile_endpoint(&mut self) -> Result<Option<(String, i32)>, InfraError> {
         let port = i32::try_from(self.api_port()).unwrap_or(6443);
-        let lb_enabled = self
-            .spec
-            .api_server_load_balancer
-            .as_ref()
-            .is_some_and(|l| l.enabled != Some(false));
-        if lb_enabled {
+        if self.spec.api_load_balancer_enabled() {
             return Ok(self
                 .reconcile_load_balancer()
                 .await?

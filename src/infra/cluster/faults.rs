@@ -701,6 +701,23 @@ fn keepalived_spec() -> OpenStackClusterSpec {
     }
 }
 
+/// A first pass that stops at the reservation (its port create fails), with the
+/// network in place; then a port that is not ours takes [`VIP`] on it. `port` gives
+/// the rest of that port's body.
+async fn port_on_the_vip_before_the_reservation(run: &mut Run, mut port: Value) -> net::Port {
+    run.cloud.inject(Fault::nth(
+        Calls::Of(Op::Create, "ports"),
+        1,
+        Effect::Status(503),
+    ));
+    assert!(matches!(run.pass().await, Step::Transient { .. }));
+    let network = run.status().network.unwrap();
+    port["network_id"] = network.network.id.clone().into();
+    port["fixed_ips"] =
+        serde_json::json!([{"subnet_id": network.subnets[0].id, "ip_address": VIP}]);
+    Networking::create(&*run.cloud, port).await.unwrap()
+}
+
 /// The ports holding `ip`.
 fn holders(cloud: &FakeCloud, ip: &str) -> Vec<Value> {
     cloud
@@ -827,26 +844,15 @@ async fn a_lost_answer_to_the_vip_port_create_adopts_the_port() {
 #[tokio::test]
 async fn an_api_vip_held_by_another_port_is_a_user_error_naming_that_port() {
     let mut run = Run::new(keepalived_spec());
-    // The first pass stops at the reservation, with the network in place.
-    run.cloud.inject(Fault::nth(
-        Calls::Of(Op::Create, "ports"),
-        1,
-        Effect::Status(503),
-    ));
-    assert!(matches!(run.pass().await, Step::Transient { .. }));
-    let network = run.status().network.unwrap();
-    let foreign: net::Port = Networking::create(
-        &*run.cloud,
+    let foreign = port_on_the_vip_before_the_reservation(
+        &mut run,
         serde_json::json!({
             "name": "someone-elses-port",
-            "network_id": network.network.id,
             "device_owner": "compute:az1",
             "device_id": "a-server-of-someone-else",
-            "fixed_ips": [{"subnet_id": network.subnets[0].id, "ip_address": VIP}],
         }),
     )
-    .await
-    .unwrap();
+    .await;
 
     assert_eq!(run.pass().await, Step::User("APIServerVIPInUse".into()));
     let status = run.status();
@@ -886,23 +892,9 @@ async fn an_api_vip_held_by_another_port_is_a_user_error_naming_that_port() {
 #[tokio::test]
 async fn a_reservation_port_of_the_users_is_used_and_left_alone() {
     let mut run = Run::new(keepalived_spec());
-    run.cloud.inject(Fault::nth(
-        Calls::Of(Op::Create, "ports"),
-        1,
-        Effect::Status(503),
-    ));
-    assert!(matches!(run.pass().await, Step::Transient { .. }));
-    let network = run.status().network.unwrap();
-    let reserved: net::Port = Networking::create(
-        &*run.cloud,
-        serde_json::json!({
-            "name": "my-api-vip",
-            "network_id": network.network.id,
-            "fixed_ips": [{"subnet_id": network.subnets[0].id, "ip_address": VIP}],
-        }),
-    )
-    .await
-    .unwrap();
+    let reserved =
+        port_on_the_vip_before_the_reservation(&mut run, serde_json::json!({"name": "my-api-vip"}))
+            .await;
 
     let steps = run.converge().await;
     assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");

@@ -1176,10 +1176,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
     /// external network.
     fn api_fip_wanted(&self) -> bool {
         let spec = &self.scope.cluster.spec;
-        let lb_enabled = spec
-            .api_server_load_balancer
-            .as_ref()
-            .is_some_and(|l| l.enabled != Some(false));
+        let lb_enabled = spec.api_load_balancer_enabled();
         let has_external = self
             .scope
             .cluster
