@@ -106,9 +106,13 @@ pub fn scope_key(config: &CloudConfig) -> String {
             project_domain,
             ..
         } => format!("project {project:?} {project_domain:?}"),
-        AuthMethod::ApplicationCredential { credential, .. } => {
-            format!("credential {credential:?}")
-        }
+        // A credential given by name is only unique per user.
+        AuthMethod::ApplicationCredential {
+            credential,
+            user,
+            user_domain,
+            ..
+        } => format!("credential {credential:?} {user:?} {user_domain:?}"),
     };
     format!(
         "{} {} {who}",
@@ -397,6 +401,39 @@ fn absent_on_404<T>(r: Result<T, OsError>) -> Result<Found, OsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_are_shared_only_by_who_sees_the_same_resources() {
+        let key = |auth: &str| {
+            let yaml = format!(
+                "clouds:\n  c:\n    region_name: RegionOne\n    auth:\n      auth_url: http://keystone:5000/v3\n{auth}"
+            );
+            scope_key(&CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None).unwrap())
+        };
+        let appcred = |user: &str| {
+            key(&format!(
+                "      application_credential_name: capi\n      application_credential_secret: s\n      username: {user}\n      user_domain_name: Default\n    auth_type: v3applicationcredential\n"
+            ))
+        };
+        let password = |project: &str, secret: &str| {
+            key(&format!(
+                "      username: u\n      password: {secret}\n      project_name: {project}\n      user_domain_name: Default\n      project_domain_name: Default\n"
+            ))
+        };
+        assert_ne!(
+            appcred("alice"),
+            appcred("bob"),
+            "a credential name is per user"
+        );
+        assert_eq!(appcred("alice"), appcred("alice"));
+        assert_ne!(password("p1", "x"), password("p2", "x"));
+        assert_eq!(
+            password("p1", "x"),
+            password("p1", "y"),
+            "the secret is not part of it"
+        );
+        assert!(!password("p1", "hunter2").contains("hunter2"));
+    }
 
     fn flavor(v: &str) -> Lookup {
         Lookup {
