@@ -90,9 +90,11 @@ pub struct Lookup {
 
 impl fmt::Display for Lookup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The value comes from the Cluster: shown by its prefix only.
+        let value = crate::sdk::clip::quote(&self.value);
         match self.by {
-            By::Name => write!(f, "{} {:?}", self.kind.noun(), self.value),
-            By::Id => write!(f, "{} ID {:?}", self.kind.noun(), self.value),
+            By::Name => write!(f, "{} {value}", self.kind.noun()),
+            By::Id => write!(f, "{} ID {value}", self.kind.noun()),
         }
     }
 }
@@ -498,6 +500,19 @@ mod tests {
             .iter()
             .map(|(place, l)| format!("{place} -> {l}"))
             .collect()
+    }
+
+    #[test]
+    fn a_long_value_is_shown_by_its_prefix() {
+        let l = Lookup {
+            kind: ResourceKind::Flavor,
+            by: By::Name,
+            value: "f".repeat(5000),
+        };
+        let shown = l.to_string();
+        assert!(shown.starts_with("flavor \"ffff"), "{shown}");
+        assert!(shown.ends_with("…(5000 bytes)"), "{shown}");
+        assert!(shown.len() < 120, "{shown}");
     }
 
     #[test]
