@@ -60,7 +60,7 @@ fn spec(cidr: &str) -> OpenStackClusterSpec {
             allocation_pools: vec![],
         }],
         managed_security_groups: Some(ManagedSecurityGroups::default()),
-        bastion: Some(bastion()),
+        bastion: Some(Box::new(bastion())),
         tags: vec!["stackhook-test".into()],
         identity_ref: OpenStackIdentityReference {
             name: "cloud-creds".into(),
@@ -218,7 +218,7 @@ fn bastion_boots_gets_a_floating_ip_and_goes_when_disabled() {
         assert!(groups.is_empty());
 
         // Enable again, then delete the whole cluster with the bastion up.
-        osc.spec.bastion = Some(bastion());
+        osc.spec.bastion = Some(Box::new(bastion()));
         converge(&infra, &scope, &mut osc, &id).await.unwrap();
         assert_eq!(bastion_servers(&check, &names).await, 1);
         infra::delete(&infra, &scope, &osc, &id).await;
@@ -296,10 +296,10 @@ fn an_unknown_load_balancer_flavor_is_a_user_error() {
         let scope = scope(&name);
         let mut s = spec("10.83.0.0/24");
         s.bastion = None;
-        s.api_server_load_balancer = Some(ApiServerLoadBalancer {
+        s.api_server_load_balancer = Some(Box::new(ApiServerLoadBalancer {
             flavor: Some("no-such-flavor".into()),
             ..Default::default()
-        });
+        }));
         let mut osc = cluster(&name, s);
         let (reason, message) = converge(&infra, &scope, &mut osc, &id)
             .await

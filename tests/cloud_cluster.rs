@@ -50,14 +50,14 @@ fn spec(cidr: &str) -> OpenStackClusterSpec {
             allocation_pools: vec![],
         }],
         managed_security_groups: Some(ManagedSecurityGroups::default()),
-        api_server_load_balancer: Some(ApiServerLoadBalancer::default()),
+        api_server_load_balancer: Some(Box::new(ApiServerLoadBalancer::default())),
         tags: vec!["stackhook-test".into()],
         identity_ref: OpenStackIdentityReference {
             name: "cloud-creds".into(),
             cloud_name: cloud::MEMBER.into(),
             ..Default::default()
         },
-        extensions: Some(ClusterSpecExtensions {
+        extensions: Some(Box::new(ClusterSpecExtensions {
             networking: Some(NetworkingSpec {
                 kube_network_plugin: Some("cilium".into()),
                 ..Default::default()
@@ -68,7 +68,7 @@ fn spec(cidr: &str) -> OpenStackClusterSpec {
                 }),
             }),
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     }
 }
@@ -622,13 +622,13 @@ fn existing_network_with_a_fixed_ip_and_a_floating_ip_without_load_balancer() {
         s.api_server_load_balancer = None;
         s.disable_api_server_floating_ip = Some(true);
         s.api_server_fixed_ip = Some("10.80.0.5".into());
-        s.network = Some(stackhook::infra::api::types::NetworkParam {
+        s.network = Some(Box::new(stackhook::infra::api::types::NetworkParam {
             id: None,
             filter: Some(stackhook::infra::api::types::NetworkFilter {
                 name: Some(user_net.name.clone()),
                 ..Default::default()
             }),
-        });
+        }));
         let mut osc = cluster(&name, s);
         let scope_ = scope(&name);
         converge(&infra, &scope_, &mut osc, &id, 10).await;
@@ -638,8 +638,8 @@ fn existing_network_with_a_fixed_ip_and_a_floating_ip_without_load_balancer() {
         assert_eq!(status.network.as_ref().unwrap().subnets[0].id, user_subnet.id);
         assert!(status.router.is_none());
         assert_eq!(
-            osc.spec.control_plane_endpoint,
-            Some(ApiEndpoint { host: "10.80.0.5".into(), port: 6443 })
+            osc.spec.control_plane_endpoint.as_deref(),
+            Some(&ApiEndpoint { host: "10.80.0.5".into(), port: 6443 })
         );
         let ext = status.extensions.unwrap();
         assert_eq!(

@@ -318,8 +318,9 @@ fn a_control_plane_machine_boots_from_a_volume_in_its_group_behind_the_load_bala
         let name = unique("mv");
         let cluster_infra = OpenStackClusterInfra::new(PlatformConfig::default());
         let mut spec = cluster_spec("10.63.0.0/24");
-        spec.api_server_load_balancer =
-            Some(stackhook::infra::api::cluster::ApiServerLoadBalancer::default());
+        spec.api_server_load_balancer = Some(Box::new(
+            stackhook::infra::api::cluster::ApiServerLoadBalancer::default(),
+        ));
         let mut osc = infra::cluster(NAMESPACE, &name, spec);
         infra::converge(
             &cluster_infra,
@@ -335,16 +336,18 @@ fn a_control_plane_machine_boots_from_a_volume_in_its_group_behind_the_load_bala
             let infra = OpenStackMachineInfra::default();
             let scope = machine_scope(&name, &osc, true);
             let mut osm = machine(&server_name);
-            osm.spec.root_volume = Some(stackhook::infra::api::machine::RootVolume {
+            osm.spec.root_volume = Some(Box::new(stackhook::infra::api::machine::RootVolume {
                 size_gib: 2,
                 volume: Default::default(),
-            });
-            osm.spec.extensions = Some(stackhook::infra::api::extensions::MachineSpecExtensions {
-                server_group_policy: Some(
-                    stackhook::infra::api::extensions::ServerGroupPolicyName::SoftAntiAffinity,
-                ),
-                ..Default::default()
-            });
+            }));
+            osm.spec.extensions = Some(Box::new(
+                stackhook::infra::api::extensions::MachineSpecExtensions {
+                    server_group_policy: Some(
+                        stackhook::infra::api::extensions::ServerGroupPolicyName::SoftAntiAffinity,
+                    ),
+                    ..Default::default()
+                },
+            ));
             let (passes, _) = converge_machine(&infra, &scope, &mut osm, &id, false).await;
             println!("control-plane machine ready after {passes} passes");
             let status = osm.status.clone().unwrap();
@@ -431,12 +434,14 @@ fn a_control_plane_machine_boots_from_a_volume_in_its_group_behind_the_load_bala
 
 fn in_worker_group(name: &str) -> OpenStackMachine {
     let mut m = machine(name);
-    m.spec.extensions = Some(stackhook::infra::api::extensions::MachineSpecExtensions {
-        server_group_policy: Some(
-            stackhook::infra::api::extensions::ServerGroupPolicyName::SoftAntiAffinity,
-        ),
-        ..Default::default()
-    });
+    m.spec.extensions = Some(Box::new(
+        stackhook::infra::api::extensions::MachineSpecExtensions {
+            server_group_policy: Some(
+                stackhook::infra::api::extensions::ServerGroupPolicyName::SoftAntiAffinity,
+            ),
+            ..Default::default()
+        },
+    ));
     m
 }
 
@@ -452,10 +457,12 @@ fn recorded_group(osm: &OpenStackMachine) -> String {
 fn resolved_into(name: &str, group: &str) -> OpenStackMachine {
     let mut m = in_worker_group(name);
     m.status = Some(OpenStackMachineStatus {
-        resolved: Some(stackhook::infra::api::types::ResolvedMachineSpec {
-            server_group_id: Some(group.to_string()),
-            ..Default::default()
-        }),
+        resolved: Some(Box::new(
+            stackhook::infra::api::types::ResolvedMachineSpec {
+                server_group_id: Some(group.to_string()),
+                ..Default::default()
+            },
+        )),
         ..Default::default()
     });
     m
@@ -683,12 +690,13 @@ fn a_floating_ip_pool_reference_is_refused_before_any_create() {
         let infra = OpenStackMachineInfra::default();
         let scope = machine_scope(&name, &osc, false);
         let mut osm = machine(&format!("{name}-md-0-p"));
-        osm.spec.floating_ip_pool_ref =
-            Some(stackhook::infra::api::types::TypedLocalObjectReference {
+        osm.spec.floating_ip_pool_ref = Some(Box::new(
+            stackhook::infra::api::types::TypedLocalObjectReference {
                 api_group: Some("infrastructure.cluster.x-k8s.io".into()),
                 kind: "OpenStackFloatingIPPool".into(),
                 name: "public".into(),
-            });
+            },
+        ));
         let calls = || infra.clients_for(&id).unwrap().session.stats().snapshot();
         let start = calls();
         let (reason, message) =

@@ -27,10 +27,10 @@ const NAMESPACE: &str = "vip-test";
 fn keepalived_spec(vip: &str) -> OpenStackClusterSpec {
     OpenStackClusterSpec {
         managed_security_groups: Some(ManagedSecurityGroups::default()),
-        api_server_load_balancer: Some(ApiServerLoadBalancer {
+        api_server_load_balancer: Some(Box::new(ApiServerLoadBalancer {
             enabled: Some(false),
             ..Default::default()
-        }),
+        })),
         disable_api_server_floating_ip: Some(true),
         api_server_fixed_ip: Some(vip.into()),
         tags: vec!["stackhook-test".into()],
@@ -194,13 +194,13 @@ fn on_a_users_network_a_bound_holder_is_refused_our_port_adopted_and_the_users_r
             .unwrap();
 
         let mut spec = keepalived_spec(vip);
-        spec.network = Some(NetworkParam {
+        spec.network = Some(Box::new(NetworkParam {
             id: None,
             filter: Some(NetworkFilter {
                 name: Some(user_net.name.clone()),
                 ..Default::default()
             }),
-        });
+        }));
         let mut osc = cluster(&name, spec);
 
         // 1. Another port holds the address: a user error that names it.

@@ -91,12 +91,12 @@ impl ClusterInfra for FakeInfra {
             _ => {}
         }
         let mut status = OpenStackClusterStatus {
-            network: Some(network()),
+            network: Some(Box::new(network())),
             ..Default::default()
         };
         sink.save(&status).await?;
         status.ready = true;
-        status.extensions = Some(ClusterStatusExtensions {
+        status.extensions = Some(Box::new(ClusterStatusExtensions {
             load_balancers: Some(LoadBalancersStatus {
                 control_plane: Some(VirtualIp {
                     vip: Some("10.6.0.10".into()),
@@ -104,7 +104,7 @@ impl ClusterInfra for FakeInfra {
                 ingress: None,
             }),
             ..Default::default()
-        });
+        }));
         Ok(ClusterOutcome {
             status,
             control_plane_endpoint: Some(("203.0.113.10".into(), 6443)),
@@ -513,10 +513,10 @@ async fn converging_pass_writes_status_endpoint_and_results() {
 async fn endpoint_already_set_is_not_rewritten() {
     let mut f = fixture(Behaviour::Converge);
     let mut o = osc(true, true);
-    o.spec.control_plane_endpoint = Some(stackhook::infra::api::types::ApiEndpoint {
+    o.spec.control_plane_endpoint = Some(Box::new(stackhook::infra::api::types::ApiEndpoint {
         host: "api.example.com".into(),
         port: 443,
-    });
+    }));
     let task = f.start_with_identity(&o).await;
     f.server
         .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))

@@ -552,14 +552,14 @@ fn cluster_spec(g: &Generation, secret: &str) -> OpenStackClusterSpec {
             allocation_pools: vec![],
         }],
         managed_security_groups: Some(ManagedSecurityGroups::default()),
-        api_server_load_balancer: Some(ApiServerLoadBalancer::default()),
+        api_server_load_balancer: Some(Box::new(ApiServerLoadBalancer::default())),
         tags: vec!["stackhook-e2e".into()],
         identity_ref: OpenStackIdentityReference {
             name: secret.into(),
             cloud_name: cloud::MEMBER.into(),
             ..Default::default()
         },
-        extensions: Some(ClusterSpecExtensions {
+        extensions: Some(Box::new(ClusterSpecExtensions {
             networking: Some(NetworkingSpec {
                 kube_network_plugin: Some("cilium".into()),
                 ..Default::default()
@@ -570,7 +570,7 @@ fn cluster_spec(g: &Generation, secret: &str) -> OpenStackClusterSpec {
                 }),
             }),
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     }
 }

@@ -174,7 +174,7 @@ mod tests {
         f.apply(&r, Event::InitApply(osc("b")));
         assert!(!r.is_synced());
         f.apply(&r, Event::InitDone);
-        let stored = r.get("ns", "a").unwrap().object.unwrap();
+        let stored = r.get("ns", "a").unwrap().object.unwrap().decode().unwrap();
         assert!(
             stored.metadata.managed_fields.is_none(),
             "not kept in memory"

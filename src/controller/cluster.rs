@@ -244,10 +244,10 @@ async fn apply<I: ClusterInfra>(
         let patch = json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": port}}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        updated.spec.control_plane_endpoint = Some(ApiEndpoint {
+        updated.spec.control_plane_endpoint = Some(Box::new(ApiEndpoint {
             host: host.clone(),
             port: *port,
-        });
+        }));
     }
 
     let mut status = outcome.status;

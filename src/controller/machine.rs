@@ -252,7 +252,7 @@ async fn identity_for(
     match &osm.spec.identity_ref {
         Some(own) => {
             let mut with_own = osc.clone();
-            with_own.spec.identity_ref = own.clone();
+            with_own.spec.identity_ref = (**own).clone();
             read_identity(client, &with_own).await
         }
         None => read_identity(client, osc).await,

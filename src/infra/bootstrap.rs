@@ -147,11 +147,11 @@ impl Vars {
     /// Each value from the `spec.extensions` or `status.extensions` path the
     /// table names for it.
     pub fn from_cluster(osc: &OpenStackCluster) -> Vars {
-        let spec = osc.spec.extensions.clone().unwrap_or_default();
+        let spec = osc.spec.extensions.as_deref().cloned().unwrap_or_default();
         let status: ClusterStatusExtensions = osc
             .status
             .as_ref()
-            .and_then(|s| s.extensions.clone())
+            .and_then(|s| s.extensions.as_deref().cloned())
             .unwrap_or_default();
         let cilium = status
             .networking
@@ -320,7 +320,7 @@ struct CiliumOpenStack {
 }
 
 fn cilium_values(osc: &OpenStackCluster) -> CiliumValues {
-    let spec: ClusterSpecExtensions = osc.spec.extensions.clone().unwrap_or_default();
+    let spec: ClusterSpecExtensions = osc.spec.extensions.as_deref().cloned().unwrap_or_default();
     let settings = spec.networking.and_then(|n| n.cilium).unwrap_or_default();
     let status = osc.status.as_ref();
     let cilium = status
@@ -457,11 +457,11 @@ mod tests {
         let mut osc = OpenStackCluster::new(
             "prod-x1",
             OpenStackClusterSpec {
-                control_plane_endpoint: Some(ApiEndpoint {
+                control_plane_endpoint: Some(Box::new(ApiEndpoint {
                     host: "203.0.113.20".into(),
                     port: 6443,
-                }),
-                extensions: Some(ClusterSpecExtensions {
+                })),
+                extensions: Some(Box::new(ClusterSpecExtensions {
                     networking: Some(NetworkingSpec {
                         kube_network_plugin: Some("cilium".into()),
                         cilium: Some(CiliumSpec {
@@ -475,12 +475,12 @@ mod tests {
                         flannel: Some("eth1".into()),
                     }),
                     ..Default::default()
-                }),
+                })),
                 ..Default::default()
             },
         );
         osc.status = Some(OpenStackClusterStatus {
-            network: Some(NetworkStatusWithSubnets {
+            network: Some(Box::new(NetworkStatusWithSubnets {
                 subnets: vec![
                     Subnet {
                         name: "v6".into(),
@@ -496,8 +496,8 @@ mod tests {
                     },
                 ],
                 ..Default::default()
-            }),
-            extensions: Some(ClusterStatusExtensions {
+            })),
+            extensions: Some(Box::new(ClusterStatusExtensions {
                 networking: Some(NetworkingStatus {
                     cilium: Some(CiliumStatus {
                         project_id: Some("p1".into()),
@@ -536,7 +536,7 @@ mod tests {
                     "prod-cp-1".to_string(),
                     reserved("70m", "1126Mi"),
                 )]),
-            }),
+            })),
             ..Default::default()
         });
         osc

@@ -106,7 +106,7 @@ pub async fn converge(
             Ok(outcome) => {
                 osc.status = Some(outcome.status);
                 if let Some((host, port)) = outcome.control_plane_endpoint {
-                    osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
+                    osc.spec.control_plane_endpoint = Some(Box::new(ApiEndpoint { host, port }));
                 }
                 match outcome.requeue_after {
                     None => return Ok(pass),

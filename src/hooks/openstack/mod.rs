@@ -155,10 +155,13 @@ impl CloudHooks {
         };
         let osc_ns = r.namespace.clone().unwrap_or(ns);
         match self.results.get(&osc_ns, &r.name).and_then(|r| r.object) {
-            Some(osc) => Target::Found {
-                namespace: osc_ns,
-                cluster: event.cluster.name().to_string(),
-                osc,
+            Some(stored) => match stored.decode() {
+                Ok(osc) => Target::Found {
+                    namespace: osc_ns,
+                    cluster: event.cluster.name().to_string(),
+                    osc: Arc::new(osc),
+                },
+                Err(e) => Target::Missing(format!("{osc_ns}/{} (unreadable: {e})", r.name)),
             },
             None if !self.results.is_synced() => Target::Loading,
             None => Target::Missing(format!("{osc_ns}/{}", r.name)),
@@ -491,12 +494,12 @@ mod tests {
             cloud_provider_cluster_name(&osc, &magnum),
             "5d12f6fd-a196-4bf0-ae4c-1f639a523a52"
         );
-        osc.spec.extensions = Some(ClusterSpecExtensions {
+        osc.spec.extensions = Some(Box::new(ClusterSpecExtensions {
             cloud_provider: Some(CloudProviderSpec {
                 cluster_name: Some("kubernetes".into()),
             }),
             ..Default::default()
-        });
+        }));
         assert_eq!(cloud_provider_cluster_name(&osc, &magnum), "kubernetes");
     }
 

@@ -121,7 +121,7 @@ pub struct ApiServerLoadBalancer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<NetworkParam>,
+    pub network: Option<Box<NetworkParam>>,
     /// Only the first entry is used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 2))]
@@ -341,10 +341,10 @@ pub struct OpenStackClusterSpec {
     pub managed_subnets: Vec<SubnetSpec>,
     /// Existing router for managed subnets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub router: Option<RouterParam>,
+    pub router: Option<Box<RouterParam>>,
     /// Existing network when there are no managed subnets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<NetworkParam>,
+    pub network: Option<Box<NetworkParam>>,
     /// Existing subnets: none, one, or one IPv4 plus one IPv6.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 2))]
@@ -366,7 +366,7 @@ pub struct OpenStackClusterSpec {
     pub external_router_ips: Vec<ExternalRouterIpParam>,
     /// The single `router:external` network is used when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_network: Option<NetworkParam>,
+    pub external_network: Option<Box<NetworkParam>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_external_network: Option<bool>,
     #[serde(
@@ -374,7 +374,7 @@ pub struct OpenStackClusterSpec {
         skip_serializing_if = "Option::is_none",
         rename = "apiServerLoadBalancer"
     )]
-    pub api_server_load_balancer: Option<ApiServerLoadBalancer>,
+    pub api_server_load_balancer: Option<Box<ApiServerLoadBalancer>>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -414,18 +414,18 @@ pub struct OpenStackClusterSpec {
     pub tags: Vec<String>,
     /// Filled by the controller; the host cannot change once set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub control_plane_endpoint: Option<ApiEndpoint>,
+    pub control_plane_endpoint: Option<Box<ApiEndpoint>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub control_plane_availability_zones: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_omit_availability_zone: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bastion: Option<Bastion>,
+    pub bastion: Option<Box<Bastion>>,
     pub identity_ref: OpenStackIdentityReference,
     /// Not in CAPO: inputs for the Ansible bootstrap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<ClusterSpecExtensions>,
+    pub extensions: Option<Box<ClusterSpecExtensions>>,
 }
 
 impl OpenStackClusterSpec {
@@ -510,7 +510,7 @@ pub struct LoadBalancer {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load_balancer_network: Option<NetworkStatusWithSubnets>,
+    pub load_balancer_network: Option<Box<NetworkStatusWithSubnets>>,
 }
 
 /// A managed security group.
@@ -567,28 +567,28 @@ pub struct OpenStackClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<ClusterInitialization>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<NetworkStatusWithSubnets>,
+    pub network: Option<Box<NetworkStatusWithSubnets>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external_network: Option<NetworkStatus>,
+    pub external_network: Option<Box<NetworkStatus>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub router: Option<Router>,
+    pub router: Option<Box<Router>>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         rename = "apiServerLoadBalancer"
     )]
-    pub api_server_load_balancer: Option<LoadBalancer>,
+    pub api_server_load_balancer: Option<Box<LoadBalancer>>,
     /// Availability zone name to its properties; rebuilt on each reconcile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failure_domains: BTreeMap<String, FailureDomainSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub control_plane_security_group: Option<SecurityGroupStatus>,
+    pub control_plane_security_group: Option<Box<SecurityGroupStatus>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worker_security_group: Option<SecurityGroupStatus>,
+    pub worker_security_group: Option<Box<SecurityGroupStatus>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bastion_security_group: Option<SecurityGroupStatus>,
+    pub bastion_security_group: Option<Box<SecurityGroupStatus>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bastion: Option<BastionStatus>,
+    pub bastion: Option<Box<BastionStatus>>,
     /// Not in CAPO: the Neutron port that reserves `spec.apiServerFixedIP`
     /// on the cluster network when no load balancer holds it (a keepalived
     /// VIP), so no other port is given that address.
@@ -597,7 +597,7 @@ pub struct OpenStackClusterStatus {
         skip_serializing_if = "Option::is_none",
         rename = "apiServerVIPPort"
     )]
-    pub api_server_vip_port: Option<VipPort>,
+    pub api_server_vip_port: Option<Box<VipPort>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -606,7 +606,7 @@ pub struct OpenStackClusterStatus {
     pub conditions: Vec<Condition>,
     /// Not in CAPO: values for the Ansible bootstrap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<ClusterStatusExtensions>,
+    pub extensions: Option<Box<ClusterStatusExtensions>>,
 }
 
 /// The cluster a template stamps out.

@@ -244,28 +244,28 @@ pub struct OpenStackMachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_drive: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root_volume: Option<RootVolume>,
+    pub root_volume: Option<Box<RootVolume>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub additional_block_devices: Vec<AdditionalBlockDevice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_group: Option<ServerGroupParam>,
+    pub server_group: Option<Box<ServerGroupParam>>,
     /// Per-machine credentials; the cluster's when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity_ref: Option<OpenStackIdentityReference>,
+    pub identity_ref: Option<Box<OpenStackIdentityReference>>,
     /// IPAM pool for a floating IP, e.g. an OpenStackFloatingIPPool.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         rename = "floatingIPPoolRef"
     )]
-    pub floating_ip_pool_ref: Option<TypedLocalObjectReference>,
+    pub floating_ip_pool_ref: Option<Box<TypedLocalObjectReference>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub scheduler_hint_additional_properties: Vec<SchedulerHintAdditionalProperty>,
     /// Not in CAPO: inputs for the Ansible bootstrap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<MachineSpecExtensions>,
+    pub extensions: Option<Box<MachineSpecExtensions>>,
 }
 
 /// Observed state of an OpenStackMachine.
@@ -289,9 +289,9 @@ pub struct OpenStackMachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolved: Option<ResolvedMachineSpec>,
+    pub resolved: Option<Box<ResolvedMachineSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<MachineResources>,
+    pub resources: Option<Box<MachineResources>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -300,7 +300,7 @@ pub struct OpenStackMachineStatus {
     pub conditions: Vec<Condition>,
     /// Not in CAPO: values for the Ansible bootstrap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<MachineStatusExtensions>,
+    pub extensions: Option<Box<MachineStatusExtensions>>,
 }
 
 /// CAPI v1beta2 contract: set once the infrastructure is provisioned.

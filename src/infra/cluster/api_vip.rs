@@ -200,11 +200,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     }
 
     fn record_api_vip(&mut self, port: &net::Port, ip: &str) {
-        self.status.api_server_vip_port = Some(VipPort {
+        self.status.api_server_vip_port = Some(Box::new(VipPort {
             id: port.id.clone(),
             name: port.name.clone(),
             ip_address: ip.to_owned(),
-        });
+        }));
     }
 
     /// Deletes the recorded API VIP port and any named like it; a reservation port of

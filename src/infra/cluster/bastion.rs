@@ -116,13 +116,13 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
 
     /// Whether a bastion may exist that is no longer wanted.
     pub(super) fn bastion_leftover(&self) -> bool {
-        wanted(self.spec.bastion.as_ref()).is_none()
+        wanted(self.spec.bastion.as_deref()).is_none()
             && (self.spec.bastion.is_some() || self.status.bastion.is_some())
     }
 
     /// Creates or adopts the bastion and fills `status.bastion`.
     pub(super) async fn reconcile_bastion(&mut self) -> Result<(), InfraError> {
-        let Some(bastion) = wanted(self.spec.bastion.as_ref()).cloned() else {
+        let Some(bastion) = wanted(self.spec.bastion.as_deref()).cloned() else {
             return Ok(());
         };
         let Some(spec) = bastion.spec.clone() else {

@@ -146,14 +146,14 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 .await
                 .map_err(|e| os("APIEndpointConfigFailed", e))?;
             tracing::info!(lb = %created.id, %name, "created API load balancer");
-            self.status.api_server_load_balancer = Some(LbStatus {
+            self.status.api_server_load_balancer = Some(Box::new(LbStatus {
                 name: created.name.clone(),
                 id: created.id.clone(),
                 internal_ip: created.vip_address.clone(),
                 tags: created.tags.clone(),
                 load_balancer_network: network,
                 ..Default::default()
-            });
+            }));
             self.save().await?;
             self.wait(OCTAVIA_REQUEUE);
             return Ok(None);
@@ -163,7 +163,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .api_server_load_balancer
             .clone()
             .unwrap_or_default();
-        self.status.api_server_load_balancer = Some(LbStatus {
+        self.status.api_server_load_balancer = Some(Box::new(LbStatus {
             name: balancer.name.clone(),
             id: balancer.id.clone(),
             ip: previous.ip.clone(),
@@ -171,7 +171,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             allowed_cidrs: previous.allowed_cidrs.clone(),
             tags: balancer.tags.clone(),
             load_balancer_network: network,
-        });
+        }));
         if balancer.provisioning_status == "ERROR" {
             return Err(user(
                 "LoadBalancerError",

@@ -48,12 +48,12 @@ fn full_spec() -> OpenStackClusterSpec {
             allocation_pools: vec![],
         }],
         managed_security_groups: Some(ManagedSecurityGroups::default()),
-        api_server_load_balancer: Some(ApiServerLoadBalancer {
+        api_server_load_balancer: Some(Box::new(ApiServerLoadBalancer {
             additional_ports: vec![22623],
             allowed_cidrs: vec!["192.0.2.0/24".into()],
             ..Default::default()
-        }),
-        bastion: Some(Bastion {
+        })),
+        bastion: Some(Box::new(Bastion {
             spec: Some(OpenStackMachineSpec {
                 flavor: Some("m1.small".into()),
                 image: ImageParam {
@@ -66,16 +66,16 @@ fn full_spec() -> OpenStackClusterSpec {
                 ..Default::default()
             }),
             ..Default::default()
-        }),
+        })),
         tags: vec!["team-a".into()],
-        extensions: Some(ClusterSpecExtensions {
+        extensions: Some(Box::new(ClusterSpecExtensions {
             load_balancers: Some(LoadBalancersSpec {
                 ingress: Some(IngressVipSpec {
                     enabled: Some(true),
                 }),
             }),
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     }
 }
@@ -180,7 +180,8 @@ impl Run {
             Ok(outcome) => {
                 self.osc.status = Some(outcome.status);
                 if let Some((host, port)) = outcome.control_plane_endpoint {
-                    self.osc.spec.control_plane_endpoint = Some(ApiEndpoint { host, port });
+                    self.osc.spec.control_plane_endpoint =
+                        Some(Box::new(ApiEndpoint { host, port }));
                 }
                 match outcome.requeue_after {
                     Some(after) => Step::Requeue(after),
@@ -690,10 +691,10 @@ fn keepalived_spec() -> OpenStackClusterSpec {
             allocation_pools: vec![],
         }],
         managed_security_groups: Some(ManagedSecurityGroups::default()),
-        api_server_load_balancer: Some(ApiServerLoadBalancer {
+        api_server_load_balancer: Some(Box::new(ApiServerLoadBalancer {
             enabled: Some(false),
             ..Default::default()
-        }),
+        })),
         disable_api_server_floating_ip: Some(true),
         api_server_fixed_ip: Some(VIP.into()),
         tags: vec!["team-a".into()],
@@ -915,7 +916,7 @@ async fn a_reservation_port_of_the_users_is_used_and_left_alone() {
 
     // With a load balancer the reservation is given up: the user's port is forgotten,
     // not deleted.
-    run.osc.spec.api_server_load_balancer = Some(ApiServerLoadBalancer::default());
+    run.osc.spec.api_server_load_balancer = Some(Box::new(ApiServerLoadBalancer::default()));
     run.converge().await;
     assert!(run.status().api_server_vip_port.is_none());
     assert!(
@@ -939,7 +940,7 @@ async fn a_changed_vip_or_a_load_balancer_releases_the_old_reservation() {
     assert_vip_reserved(&run, "10.6.0.251", "changed address");
 
     // An Octavia load balancer takes the address itself.
-    run.osc.spec.api_server_load_balancer = Some(ApiServerLoadBalancer::default());
+    run.osc.spec.api_server_load_balancer = Some(Box::new(ApiServerLoadBalancer::default()));
     run.converge().await;
     let names = ClusterNames::new(NAMESPACE, CLUSTER);
     assert_eq!(

@@ -328,10 +328,10 @@ impl<'a, C: CloudClients, S: StatusSink> Pass<'a, C, S> {
         };
         self.set(cond::API_ENDPOINT_READY, true, "", "");
 
-        self.status.extensions = Some(
+        self.status.extensions = Some(Box::new(
             self.extensions(platform, identity, &host, ingress_vip)
                 .await?,
-        );
+        ));
         let ready = self.requeue.is_none();
         self.status.ready = ready || self.status.ready;
         if ready {

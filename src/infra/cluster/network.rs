@@ -132,11 +132,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         match (found.len(), &self.spec.external_network) {
             (1, _) => {
                 let n = &found[0];
-                self.status.external_network = Some(NetworkStatus {
+                self.status.external_network = Some(Box::new(NetworkStatus {
                     name: n.name.clone(),
                     id: n.id.clone(),
                     tags: n.tags.clone(),
-                });
+                }));
             }
             (0, None) => self.status.external_network = None,
             (0, Some(p)) => {
@@ -229,14 +229,14 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     .await
                     .map_err(|e| os("NetworkCreateFailed", e))?;
                 tracing::info!(network = %n.id, %name, "created network");
-                self.status.network = Some(NetworkStatusWithSubnets {
+                self.status.network = Some(Box::new(NetworkStatusWithSubnets {
                     network: NetworkStatus {
                         name: n.name.clone(),
                         id: n.id.clone(),
                         tags: vec![],
                     },
                     subnets: vec![],
-                });
+                }));
                 self.save().await?;
                 n
             }
@@ -286,7 +286,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     .await
                     .map_err(|e| os("SubnetCreateFailed", e))?;
                 tracing::info!(subnet = %s.id, cidr = %s.cidr, "created subnet");
-                self.status.network = Some(NetworkStatusWithSubnets {
+                self.status.network = Some(Box::new(NetworkStatusWithSubnets {
                     network: NetworkStatus {
                         name: network.name.clone(),
                         id: network.id.clone(),
@@ -298,13 +298,13 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                         cidr: s.cidr.clone(),
                         tags: vec![],
                     }],
-                });
+                }));
                 self.save().await?;
                 s
             }
         };
         let subnet_tags = self.ensure_tags(&subnet).await?;
-        self.status.network = Some(NetworkStatusWithSubnets {
+        self.status.network = Some(Box::new(NetworkStatusWithSubnets {
             network: NetworkStatus {
                 name: network.name.clone(),
                 id: network.id.clone(),
@@ -316,7 +316,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 cidr: subnet.cidr.clone(),
                 tags: subnet_tags,
             }],
-        });
+        }));
 
         // Router, only with somewhere to route to.
         let Some(ext) = self.status.external_network.clone() else {
@@ -342,12 +342,12 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                             .await
                             .map_err(|e| os("RouterCreateFailed", e))?;
                         tracing::info!(router = %r.id, "created router");
-                        self.status.router = Some(Router {
+                        self.status.router = Some(Box::new(Router {
                             name: r.name.clone(),
                             id: r.id.clone(),
                             tags: vec![],
                             ips: vec![],
-                        });
+                        }));
                         self.save().await?;
                         r
                     }
@@ -369,12 +369,12 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     .collect()
             })
             .unwrap_or_default();
-        self.status.router = Some(Router {
+        self.status.router = Some(Box::new(Router {
             name: router.name.clone(),
             id: router.id.clone(),
             tags: router_tags,
             ips,
-        });
+        }));
 
         // Interface into the cluster subnet.
         let ports = neutron
@@ -498,7 +498,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 ));
             }
         }
-        self.status.network = Some(NetworkStatusWithSubnets {
+        self.status.network = Some(Box::new(NetworkStatusWithSubnets {
             network: NetworkStatus {
                 name: network.name.clone(),
                 id: network.id.clone(),
@@ -513,10 +513,10 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     tags: s.tags.clone(),
                 })
                 .collect(),
-        });
+        }));
         if let Some(p) = &self.spec.router {
             let r = self.find_router(p).await?;
-            self.status.router = Some(Router {
+            self.status.router = Some(Box::new(Router {
                 name: r.name.clone(),
                 id: r.id.clone(),
                 tags: r.tags.clone(),
@@ -529,7 +529,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                             .collect()
                     })
                     .unwrap_or_default(),
-            });
+            }));
         }
         Ok(())
     }

@@ -386,10 +386,10 @@ mod tests {
     fn capo_defaults() {
         let spec = OpenStackClusterSpec {
             managed_security_groups: Some(ManagedSecurityGroups::default()),
-            api_server_load_balancer: Some(ApiServerLoadBalancer {
+            api_server_load_balancer: Some(Box::new(ApiServerLoadBalancer {
                 additional_ports: vec![8443],
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         let s = desired(&spec, &ids(), &["10.6.0.0/24".into()]);
@@ -420,13 +420,13 @@ mod tests {
     fn cilium_and_allow_all() {
         let mut spec = OpenStackClusterSpec {
             managed_security_groups: Some(ManagedSecurityGroups::default()),
-            extensions: Some(ClusterSpecExtensions {
+            extensions: Some(Box::new(ClusterSpecExtensions {
                 networking: Some(NetworkingSpec {
                     kube_network_plugin: Some("cilium".into()),
                     ..Default::default()
                 }),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         let s = desired(&spec, &ids(), &[]);

@@ -20,7 +20,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .is_some_and(|b| b.enabled != Some(false))
     }
 
-    fn status_slot(&mut self, role: SecurityGroupRole) -> &mut Option<SecurityGroupStatus> {
+    fn status_slot(&mut self, role: SecurityGroupRole) -> &mut Option<Box<SecurityGroupStatus>> {
         match role {
             SecurityGroupRole::ControlPlane => &mut self.status.control_plane_security_group,
             SecurityGroupRole::Worker => &mut self.status.worker_security_group,
@@ -64,19 +64,19 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                         .await
                         .map_err(|e| os("SecurityGroupCreateFailed", e))?;
                     tracing::info!(group = %g.id, %name, "created security group");
-                    *self.status_slot(role) = Some(SecurityGroupStatus {
+                    *self.status_slot(role) = Some(Box::new(SecurityGroupStatus {
                         name: g.name.clone(),
                         id: g.id.clone(),
-                    });
+                    }));
                     self.save().await?;
                     g
                 }
             };
             self.ensure_tags(&group).await?;
-            *self.status_slot(role) = Some(SecurityGroupStatus {
+            *self.status_slot(role) = Some(Box::new(SecurityGroupStatus {
                 name: group.name.clone(),
                 id: group.id.clone(),
-            });
+            }));
             groups.push((role, group));
         }
 

@@ -24,15 +24,13 @@ use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::{ClientCache, CloudClients};
 
-use crate::infra::api::extensions::{
-    MachineStatusExtensions, NodeResources, ServerGroupPolicyName,
-};
+use crate::infra::api::extensions::{NodeResources, ServerGroupPolicyName};
 use crate::infra::api::machine::{BlockDeviceType, OpenStackMachineSpec, VolumeAzSource};
 use crate::infra::api::names::{
     block_device_volume_name, port_name, provider_id, root_volume_name, ClusterNames,
 };
 use crate::infra::api::types::{
-    ImageParam, MachineResources, NodeAddress, PortStatus, ResolvedFixedIp, ResolvedPortSpec,
+    ImageParam, NodeAddress, PortStatus, ResolvedFixedIp, ResolvedPortSpec,
 };
 use crate::infra::api::{OpenStackMachine, OpenStackMachineStatus};
 use crate::infra::cluster::{os, owner_tag, tag_query, user, CloudSource, OWNER_METADATA_KEY};
@@ -321,7 +319,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         let flavor = self.resolve().await?;
         self.status
             .extensions
-            .get_or_insert_with(MachineStatusExtensions::default)
+            .get_or_insert_with(Default::default)
             .node_resources = BTreeMap::from([(
             self.scope.machine_name.clone(),
             NodeResources {
@@ -695,10 +693,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
     }
 
     fn record_port(&mut self, index: usize, id: &str) {
-        let resources = self
-            .status
-            .resources
-            .get_or_insert_with(MachineResources::default);
+        let resources = self.status.resources.get_or_insert_with(Default::default);
         while resources.ports.len() <= index {
             resources.ports.push(PortStatus { id: String::new() });
         }
