@@ -12,6 +12,7 @@
 #   BIN=path          the binary to run (and to print the CRDs) instead of the release build
 #   VARIANTS=file     one run per line, `label|binary|VAR=value ...` (binary empty: $BIN),
 #                     all against the same objects
+#   PARALLEL=N        kubectl applies creating the objects side by side (4)
 #   MEMORY_LIMIT_MIB=N  run the server in a memory cgroup limited to N MiB, as a pod's
 #                     memory limit does (root, cgroup v1 memory controller at
 #                     /sys/fs/cgroup/memory or cgroup v2 at /sys/fs/cgroup with it
@@ -126,9 +127,10 @@ while IFS='|' read -r label bin envs; do
   stop_serve
 done <"$WORK/variants"
 
-python3 - "$N" "$M" "$CAPI" "$WORK" <<'EOF'
+PARALLEL=${PARALLEL:-4}
+python3 - "$N" "$M" "$CAPI" "$WORK" "$PARALLEL" <<'EOF'
 import json, sys
-n, m, capi, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
+n, m, capi, work, parts = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], int(sys.argv[5])
 G = "infrastructure.cluster.x-k8s.io/v1beta1"
 C = "cluster.x-k8s.io/v1beta2"
 T = "2026-01-01T00:00:00Z"
@@ -215,21 +217,31 @@ def machine_status(i):
                        "conditions": conditions(["Available", "Ready", "UpToDate", "BootstrapConfigReady",
                                                  "InfrastructureReady", "NodeReady", "NodeHealthy", "Deleting",
                                                  "Paused", "Updating"])}}
-with open(work + "/objects.yaml", "w") as f:
-    for i in range(n): f.write("---\n" + json.dumps(osc(i)) + "\n")
-    for i in range(m): f.write("---\n" + json.dumps(osm(i)) + "\n")
-    if capi:
-        for i in range(n): f.write("---\n" + json.dumps(cluster(i)) + "\n")
-        for i in range(m): f.write("---\n" + json.dumps(machine(i)) + "\n")
-with open(work + "/status.yaml", "w") as f:
-    for i in range(n): f.write("---\n" + json.dumps(osc_status(i)) + "\n")
-    if capi:
-        for i in range(n): f.write("---\n" + json.dumps(cluster_status(i)) + "\n")
-        for i in range(m): f.write("---\n" + json.dumps(machine_status(i)) + "\n")
+objects = [osc(i) for i in range(n)] + [osm(i) for i in range(m)]
+statuses = [osc_status(i) for i in range(n)]
+if capi:
+    objects += [cluster(i) for i in range(n)] + [machine(i) for i in range(m)]
+    statuses += [cluster_status(i) for i in range(n)] + [machine_status(i) for i in range(m)]
+# Split into `parts` files, applied side by side.
+for name, docs in (("objects", objects), ("status", statuses)):
+    for p in range(parts):
+        with open("%s/%s-%d.yaml" % (work, name, p), "w") as f:
+            for d in docs[p::parts]:
+                f.write("---\n" + json.dumps(d) + "\n")
 EOF
 t0=$(date +%s)
-k apply --server-side -f "$WORK/objects.yaml" >/dev/null
-k apply --server-side --subresource=status -f "$WORK/status.yaml" >/dev/null
+# `apply_parts NAME ARGS...`: applies NAME-0.yaml ... side by side.
+apply_parts() {
+  local name=$1 pids=() p
+  shift
+  for p in $(seq 0 $((PARALLEL - 1))); do
+    k apply --server-side "$@" -f "$WORK/$name-$p.yaml" >/dev/null &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+apply_parts objects
+apply_parts status --subresource=status
 extra=""
 [ "$CAPI" = 1 ] && extra=", $N Clusters and $M Machines"
 echo "created $N OpenStackClusters, $M OpenStackMachines$extra in $(( $(date +%s) - t0 )) s"
