@@ -116,7 +116,7 @@ pub struct ServeArgs {
     pub patch_cache_entries: usize,
     /// Bytes the GeneratePatches answer cache may hold in all; the least useful
     /// answers leave first.
-    #[arg(long, env = "STACKHOOK_PATCH_CACHE_BYTES", default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, env = "STACKHOOK_PATCH_CACHE_BYTES", default_value_t = crate::engine::cache::DEFAULT_BYTES)]
     pub patch_cache_bytes: u64,
     /// An answer larger than this is never stored.
     #[arg(long, env = "STACKHOOK_PATCH_CACHE_MAX_ANSWER_BYTES", default_value_t = 1024 * 1024)]

@@ -24,6 +24,12 @@ struct Answer {
 
 type Stored = Arc<Answer>;
 
+/// The default bound: room for the default 1,024 answers of a 12-template Cluster
+/// (about 3 KB each with the `openstack-v1` pack) and some larger ones, so the cache
+/// stays a small part of a 64 MiB pod. Larger answers (many templates, long patch
+/// values) fit fewer; `--patch-cache-bytes` trades memory for hits.
+pub const DEFAULT_BYTES: u64 = 4 * 1024 * 1024;
+
 /// How much the cache may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheLimits {
@@ -37,11 +43,11 @@ pub struct CacheLimits {
 }
 
 impl CacheLimits {
-    /// Sized for `entries` answers, within 16 MiB, none over 1 MiB.
+    /// Sized for `entries` answers, within [`DEFAULT_BYTES`], none over 1 MiB.
     pub fn entries(entries: usize) -> CacheLimits {
         CacheLimits {
             entries,
-            bytes: 16 * 1024 * 1024,
+            bytes: DEFAULT_BYTES,
             max_answer_bytes: 1024 * 1024,
         }
     }
