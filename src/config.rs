@@ -156,6 +156,11 @@ pub struct ServeArgs {
     /// OpenStackClusters reconciled at once.
     #[arg(long, default_value_t = 10)]
     pub controller_concurrency: u16,
+    /// Objects per list request while the watches fill their caches: each watch holds
+    /// at most one page of whole objects at a time.
+    #[arg(long, env = "STACKHOOK_WATCH_PAGE_SIZE", default_value_t = crate::controller::watch::PAGE_SIZE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub watch_page_size: u32,
     /// NTP server published to the bootstrap in status.extensions.platform.ntp.
     #[arg(long, env = "STACKHOOK_NTP_SERVER")]
     pub ntp_server: Option<String>,

@@ -174,6 +174,9 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
 
     // Started after both listeners are bound, so a bind failure exits before any
     // Lease is taken.
+    if let Some(cfg) = &cfg {
+        crate::controller::watch::set_page_size(cfg.watch_page_size);
+    }
     let watch = match (&cfg, &kube) {
         (Some(cfg), Some(client)) => Some(tokio::spawn(cache::run(
             client.clone(),

@@ -40,6 +40,8 @@ pub struct ControllerConfig {
     pub retry_period: Duration,
     /// Reconciles of different objects running at once.
     pub concurrency: u16,
+    /// Objects per list request of the watches.
+    pub watch_page_size: u32,
     /// Published in `status.extensions.platform.ntp.server`.
     pub ntp_server: Option<String>,
     /// Published in `status.extensions.platform.management.vip`.
@@ -65,6 +67,7 @@ impl ControllerConfig {
             renew_deadline: Duration::from_secs(args.leader_election_renew_deadline_seconds),
             retry_period: Duration::from_secs(args.leader_election_retry_period_seconds),
             concurrency: args.controller_concurrency,
+            watch_page_size: args.watch_page_size,
             ntp_server: args.ntp_server.clone().filter(|s| !s.is_empty()),
             management_vip: args.management_vip.clone().filter(|s| !s.is_empty()),
         })
@@ -137,6 +140,7 @@ mod tests {
         assert_eq!(c.renew_deadline, Duration::from_secs(10));
         assert_eq!(c.retry_period, Duration::from_secs(2));
         assert_eq!(c.concurrency, 10);
+        assert_eq!(c.watch_page_size, 100);
         assert_eq!(c.watch_namespace, None);
     }
 
@@ -153,6 +157,8 @@ mod tests {
             "lease-x",
             "--controller-concurrency",
             "3",
+            "--watch-page-size",
+            "25",
             "--ntp-server",
             "10.0.0.123",
             "--management-vip",
@@ -169,9 +175,12 @@ mod tests {
         );
         assert_eq!(c.leader_election_id, "lease-x");
         assert_eq!(c.concurrency, 3);
+        assert_eq!(c.watch_page_size, 25);
         assert_eq!(c.ntp_server.as_deref(), Some("10.0.0.123"));
         assert_eq!(c.management_vip.as_deref(), Some("10.0.0.5"));
         assert_eq!(c.kubeconfig, Some(PathBuf::from("/tmp/kc")));
+        let zero = Cli::try_parse_from(["serve", "--controllers", "--watch-page-size", "0"]);
+        assert!(zero.is_err(), "a page of no objects is refused");
         assert!(
             cfg(&["--controllers", "--leader-election"])
                 .unwrap()

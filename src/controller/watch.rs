@@ -17,6 +17,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures::Stream;
 use kube::api::{ApiResource, DynamicObject};
@@ -29,9 +30,17 @@ use serde::de::DeserializeOwned;
 /// kubectl's client-side apply copy of the whole object.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// Objects per list request while the caches fill; a page of whole objects is the
-/// most the watch holds before trimming.
+/// Objects per list request while the caches fill, unless `--watch-page-size` says
+/// otherwise; a page of whole objects is the most a watch holds before trimming.
 pub const PAGE_SIZE: u32 = 100;
+
+static PAGE: AtomicU32 = AtomicU32::new(PAGE_SIZE);
+
+/// Sets the page size of every watch started afterwards (the process does it once,
+/// from its flags, before the first watch).
+pub fn set_page_size(objects: u32) {
+    PAGE.store(objects.max(1), Ordering::Relaxed);
+}
 
 /// Drops what no reconcile reads before an object enters a cache.
 pub fn trim<K: Resource>(obj: &mut K) {
@@ -51,7 +60,7 @@ pub fn trim<K: Resource>(obj: &mut K) {
 /// API server needs the WatchList feature and etcd's watch progress requests for them,
 /// and without those the watch fails instead of falling back.
 pub fn config() -> watcher::Config {
-    watcher::Config::default().page_size(PAGE_SIZE)
+    watcher::Config::default().page_size(PAGE.load(Ordering::Relaxed))
 }
 
 /// A trimmed cache of `K` and the stream of its changed objects, which a controller
