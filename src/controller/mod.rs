@@ -140,7 +140,7 @@ mod tests {
         assert_eq!(c.renew_deadline, Duration::from_secs(10));
         assert_eq!(c.retry_period, Duration::from_secs(2));
         assert_eq!(c.concurrency, 10);
-        assert_eq!(c.watch_page_size, 100);
+        assert_eq!(c.watch_page_size, 50);
         assert_eq!(c.watch_namespace, None);
     }
 
