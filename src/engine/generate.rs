@@ -141,6 +141,8 @@ struct Scope<'a> {
     item: Map<String, Value>,
     builtin: OnceCell<Option<Value>>,
     all: OnceCell<Value>,
+    /// `all` as templates run on it, converted once for every template of the item.
+    prepared: super::template::Prepared,
 }
 
 impl<'a> Scope<'a> {
@@ -154,6 +156,7 @@ impl<'a> Scope<'a> {
             item: variables::merge_owned(defaulted(pack, &item.variables, false)),
             builtin: OnceCell::new(),
             all: OnceCell::new(),
+            prepared: super::template::Prepared::new(),
         }
     }
 
@@ -244,13 +247,14 @@ fn item_ops(
         }
         let scope = &*scope.get_or_insert_with(|| Scope::new(pack, globals, item));
         if let Some(cond) = &patch.enabled_if {
-            let on = super::template::enabled(cond, scope.all()).map_err(|e| {
-                fail(
-                    index,
-                    " enabledIf".into(),
-                    super::template::error_message(&e),
-                )
-            })?;
+            let on = super::template::enabled_prepared(cond, scope.all(), &scope.prepared)
+                .map_err(|e| {
+                    fail(
+                        index,
+                        " enabledIf".into(),
+                        super::template::error_message(&e),
+                    )
+                })?;
             if !on {
                 continue;
             }
@@ -267,11 +271,12 @@ fn item_ops(
                                 fail(index, place(d, j, jp), e.to_string())
                             })?,
                     ),
-                    Some(PatchValue::Template(t)) => {
-                        Some(t.render_value(scope.all()).map_err(|e| {
-                            fail(index, place(d, j, jp), super::template::error_message(&e))
-                        })?)
-                    }
+                    Some(PatchValue::Template(t)) => Some(
+                        t.render_value_prepared(scope.all(), &scope.prepared)
+                            .map_err(|e| {
+                                fail(index, place(d, j, jp), super::template::error_message(&e))
+                            })?,
+                    ),
                     None => return Err(fail(index, place(d, j, jp), "no value".into())),
                 };
                 let path = jp.pointer.clone();

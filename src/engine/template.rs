@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-pub use stackhook_gotmpl::{Error, Template};
+pub use stackhook_gotmpl::{Error, Prepared, Template};
 
 /// The name CAPI gives every template; Go's error texts carry it.
 pub const NAME: &str = "tpl";
@@ -32,6 +32,11 @@ pub fn error_message(e: &Error) -> String {
 /// `"true"`, `1` and `false` do not.
 pub fn enabled(t: &Template, data: &Value) -> Result<bool, Error> {
     Ok(t.render_value(data)? == Value::Bool(true))
+}
+
+/// [`enabled`] on data converted once for several templates.
+pub fn enabled_prepared(t: &Template, data: &Value, prepared: &Prepared) -> Result<bool, Error> {
+    Ok(t.render_value_prepared(data, prepared)? == Value::Bool(true))
 }
 
 #[cfg(test)]

@@ -112,6 +112,38 @@ pub struct Template {
     name: Arc<str>,
     src: Arc<str>,
     tree: Arc<parse::Tree>,
+    /// The source names a function that changes a map in place, so each render needs
+    /// its own copy of the data (Go decodes the JSON afresh for every execution).
+    mutates: bool,
+}
+
+/// Sprig functions that change a dict they are given.
+const MUTATING: &[&str] = &[
+    "set",
+    "unset",
+    "merge",
+    "mergeOverwrite",
+    "mustMerge",
+    "mustMergeOverwrite",
+];
+
+/// Whether any identifier in `src` is one of [`MUTATING`]. Plain text counts too, which
+/// only ever costs a copy.
+fn names_a_mutating_function(src: &str) -> bool {
+    src.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|word| MUTATING.contains(&word))
+}
+
+/// The data of several renders, converted once to the form templates run on: the
+/// variables of one patched template are the same for all of its patches. A template
+/// that changes maps in place still gets its own conversion.
+#[derive(Default)]
+pub struct Prepared(std::cell::OnceCell<value::V>);
+
+impl Prepared {
+    pub fn new() -> Prepared {
+        Prepared::default()
+    }
 }
 
 /// Why a template did not parse, render or read as YAML; the texts are Go's.
@@ -149,12 +181,31 @@ impl Template {
             name: name.into(),
             src: src.into(),
             tree: Arc::new(tree),
+            mutates: names_a_mutating_function(src),
         })
     }
 
     /// Execute the template on `data` (a JSON value, seen as Go sees decoded JSON).
     pub fn render(&self, data: &Value) -> Result<String, Error> {
-        let mut st = exec::State::new(&self.tree, &self.name, value::V::from_json(data));
+        self.run(value::V::from_json(data))
+    }
+
+    /// [`Template::render`] on `data`, converted once per `prepared` (which must
+    /// always be given the same `data`).
+    pub fn render_prepared(&self, data: &Value, prepared: &Prepared) -> Result<String, Error> {
+        if self.mutates {
+            return self.render(data);
+        }
+        self.run(prepared.0.get_or_init(|| value::V::from_json(data)).clone())
+    }
+
+    /// [`Template::render_value`] through [`Template::render_prepared`].
+    pub fn render_value_prepared(&self, data: &Value, prepared: &Prepared) -> Result<Value, Error> {
+        yaml_value(self.render_prepared(data, prepared)?)
+    }
+
+    fn run(&self, root: value::V) -> Result<String, Error> {
+        let mut st = exec::State::new(&self.tree, &self.name, root);
         match st.run() {
             Ok(()) => Ok(st.out),
             Err(e) => {
@@ -174,12 +225,15 @@ impl Template {
 
     /// Render, then read the output as YAML 1.1 into JSON as `sigs.k8s.io/yaml` does.
     pub fn render_value(&self, data: &Value) -> Result<Value, Error> {
-        let text = self.render(data)?;
-        if text.trim().is_empty() {
-            return Ok(Value::Null);
-        }
-        yaml11::to_json(&text).map_err(Error::Yaml)
+        yaml_value(self.render(data)?)
     }
+}
+
+fn yaml_value(text: String) -> Result<Value, Error> {
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    yaml11::to_json(&text).map_err(Error::Yaml)
 }
 
 #[cfg(test)]

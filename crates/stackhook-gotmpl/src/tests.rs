@@ -383,3 +383,58 @@ fn limits_do_not_hang_or_panic() {
         let _ = Template::parse("tpl", src).map(|t| t.render(&data()));
     }
 }
+
+#[test]
+fn prepared_data_is_shared_but_never_changed_by_a_render() {
+    let d = data();
+    let prepared = Prepared::new();
+    let t = |src: &str| Template::parse("tpl", src).unwrap();
+    // Go decodes the JSON afresh for every execution: what one template sets in a map,
+    // the next one does not see.
+    let setter = t(r#"{{ $_ := set .m "z" 26 }}{{ $_ := unset .builtin "cluster" }}{{ .m.z }}"#);
+    let merger = t(r#"{{ $_ := mergeOverwrite .m (dict "a" 9) }}{{ .m.a }}"#);
+    let reader = t("{{ .m.z }} {{ .m.a }} {{ .builtin.cluster.name }} {{ .list }}");
+    assert_eq!(
+        reader.render_prepared(&d, &prepared).unwrap(),
+        "<no value> 1 c1 [a b c]"
+    );
+    assert_eq!(setter.render_prepared(&d, &prepared).unwrap(), "26");
+    assert_eq!(merger.render_prepared(&d, &prepared).unwrap(), "9");
+    assert_eq!(
+        reader.render_prepared(&d, &prepared).unwrap(),
+        "<no value> 1 c1 [a b c]"
+    );
+    // The same outputs as without sharing, errors included.
+    for src in [
+        "{{ .n }} {{ .half }} {{ .m }}",
+        "{{ .builtin | toJson }}",
+        "{{ fail \"no\" }}",
+    ] {
+        assert_eq!(
+            t(src).render_prepared(&d, &prepared),
+            t(src).render(&d),
+            "{src}"
+        );
+    }
+    assert_eq!(
+        t("a: {{ .n }}")
+            .render_value_prepared(&d, &prepared)
+            .unwrap(),
+        json!({"a": 3})
+    );
+}
+
+#[test]
+fn only_templates_naming_a_map_changing_function_get_their_own_copy() {
+    for (src, mutates) in [
+        ("{{ set . \"a\" 1 }}", true),
+        ("{{ .x | unset \"k\" }}", true),
+        ("{{ mustMergeOverwrite .a .b }}", true),
+        ("{{ .offset }} {{ .reset }} {{ .dataset }}", false),
+        // A string literal counts too: one copy more, never a shared change.
+        ("{{ hasKey .m \"set\" }}", true),
+        ("{{ .m | toJson }}", false),
+    ] {
+        assert_eq!(names_a_mutating_function(src), mutates, "{src}");
+    }
+}
