@@ -357,8 +357,14 @@ fn objects_follow_capi_naming_labels_and_patches() {
 #[test]
 fn enabled_if_switches_follow_the_template_engine() {
     // The fixtures' enabledIf templates, evaluated directly: on only for `true`.
-    let on =
-        |src: &str, data: Value| template::enabled(&template::parse(src).unwrap(), &data).unwrap();
+    let on = |src: &str, data: Value| {
+        template::enabled(
+            &template::parse(src).unwrap(),
+            &data,
+            &template::Prepared::new(),
+        )
+        .unwrap()
+    };
     let lb = "{{ .apiServerLoadBalancerEnabled }}";
     assert!(on(lb, json!({"apiServerLoadBalancerEnabled": true})));
     assert!(!on(lb, json!({"apiServerLoadBalancerEnabled": false})));

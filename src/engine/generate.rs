@@ -247,14 +247,13 @@ fn item_ops(
         }
         let scope = &*scope.get_or_insert_with(|| Scope::new(pack, globals, item));
         if let Some(cond) = &patch.enabled_if {
-            let on = super::template::enabled_prepared(cond, scope.all(), &scope.prepared)
-                .map_err(|e| {
-                    fail(
-                        index,
-                        " enabledIf".into(),
-                        super::template::error_message(&e),
-                    )
-                })?;
+            let on = super::template::enabled(cond, scope.all(), &scope.prepared).map_err(|e| {
+                fail(
+                    index,
+                    " enabledIf".into(),
+                    super::template::error_message(&e),
+                )
+            })?;
             if !on {
                 continue;
             }

@@ -29,13 +29,9 @@ pub fn error_message(e: &Error) -> String {
 
 /// CAPI's `enabledIf`: enabled only if the rendered value is JSON `true`. CAPI compares
 /// the JSON bytes to `true`, so `True`, `yes`, `on` and ` true ` enable, while
-/// `"true"`, `1` and `false` do not.
-pub fn enabled(t: &Template, data: &Value) -> Result<bool, Error> {
-    Ok(t.render_value(data)? == Value::Bool(true))
-}
-
-/// [`enabled`] on data converted once for several templates.
-pub fn enabled_prepared(t: &Template, data: &Value, prepared: &Prepared) -> Result<bool, Error> {
+/// `"true"`, `1` and `false` do not. `prepared` holds `data` converted once for the
+/// other templates of the same item.
+pub fn enabled(t: &Template, data: &Value, prepared: &Prepared) -> Result<bool, Error> {
     Ok(t.render_value_prepared(data, prepared)? == Value::Bool(true))
 }
 
@@ -49,7 +45,7 @@ mod tests {
         let data = json!({"t": true, "s": "x"});
         let e = |src: &str| {
             parse(src)
-                .and_then(|t| enabled(&t, &data))
+                .and_then(|t| enabled(&t, &data, &Prepared::new()))
                 .unwrap_or_else(|err| panic!("{src}: {err}"))
         };
         assert!(e("true"));
