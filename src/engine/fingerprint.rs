@@ -19,8 +19,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::sdk::common::Variable;
-use crate::sdk::topology::{GeneratePatchesRequest, GeneratePatchesRequestItem};
+use crate::sdk::common::{Settings, Variable};
+use crate::sdk::topology::{
+    GeneratePatchesRequest, GeneratePatchesRequestItem, RawGeneratePatchesItem,
+    RawGeneratePatchesRequest, RawVariable,
+};
 use crate::sdk::{Hook, API_VERSION};
 
 /// A SHA-256 over the request-wide parts, and one over each item.
@@ -106,6 +109,44 @@ impl<'a> GeneratePatchesWire<'a> {
             request: h.finalize().into(),
             items,
         }
+    }
+
+    /// The request as the engine reads it (templates and variable values still raw),
+    /// from the parts already found; `None` if a part does not decode as the one-pass
+    /// reader ([`crate::sdk::decode::decode_generate_patches_raw`]) would decode it,
+    /// which should then read the body and name the problem.
+    pub fn to_raw(&self) -> Option<RawGeneratePatchesRequest<'a>> {
+        let settings: Option<Settings> = match self.settings {
+            Some(s) => serde_json::from_str(s.get()).ok()?,
+            None => None,
+        };
+        Some(RawGeneratePatchesRequest {
+            settings: settings.unwrap_or_default(),
+            variables: self
+                .variables
+                .iter()
+                .map(|v| RawVariable {
+                    name: v.name.clone(),
+                    value: v.value,
+                })
+                .collect(),
+            items: self
+                .items
+                .iter()
+                .map(|i| {
+                    let vars: Option<Vec<RawVariable<'a>>> = match i.variables {
+                        Some(v) => serde_json::from_str(v.get()).ok()?,
+                        None => None,
+                    };
+                    Some(RawGeneratePatchesItem {
+                        uid: i.uid.clone(),
+                        holder_reference: serde_json::from_str(i.holder_reference.get()).ok()?,
+                        object: i.object,
+                        variables: vars.unwrap_or_default(),
+                    })
+                })
+                .collect::<Option<_>>()?,
+        })
     }
 
     /// The full request, built from the parts already found; `None` if a part does not

@@ -12,11 +12,17 @@
 //!   first ([`missing_parents`]), so packs need no placeholders in user templates;
 //! - items are processed and returned in an order independent of the request's
 //!   (random) item order and uids, so the response and any message are deterministic.
+//!
+//! A template or an item's variables may reach the engine as the body's JSON text
+//! ([`Part::Raw`]): they are built into trees only for the items a patch of the pack
+//! selects, and a template only if ops are to be checked on it.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::pack::{Op, Pack, PatchValue};
@@ -24,7 +30,7 @@ use super::selector;
 use super::variables::{self, VariableError};
 use crate::sdk::common::{Base64Bytes, PatchType, Variable};
 use crate::sdk::topology::{
-    GeneratePatchesRequest, GeneratePatchesRequestItem, GeneratePatchesResponseItem,
+    GeneratePatchesRequest, GeneratePatchesResponseItem, HolderReference, RawGeneratePatchesRequest,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,37 +38,147 @@ use crate::sdk::topology::{
 pub struct GenerateError(pub String);
 
 /// Request items in a stable order: by holder (kind, name, fieldPath), then template
-/// GVK and name; the uid only breaks ties that a real request cannot have.
-pub fn stable_order<T>(
-    items: &[T],
-    key: impl Fn(&T) -> (&crate::sdk::topology::HolderReference, &Value),
+/// GVK and name (`[apiVersion, kind, metadata.name]`, see [`object_key`]); the uid only
+/// breaks ties that a real request cannot have.
+pub fn stable_order<'k, T>(
+    items: &'k [T],
+    key: impl Fn(&'k T) -> (&'k HolderReference, [&'k str; 3]),
 ) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..items.len()).collect();
     // Keys borrow from the items: sorting copies no strings.
     idx.sort_by_cached_key(|i: &usize| {
-        let (h, obj) = key(&items[*i]);
-        let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or_default();
-        let name = obj
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (h, [api_version, kind, name]) = key(&items[*i]);
         (
             (h.kind.as_str(), h.namespace.as_str(), h.name.as_str()),
             (h.field_path.as_str(), h.api_version.as_str()),
-            (s("apiVersion"), s("kind"), name),
+            (api_version, kind, name),
         )
     });
     idx
 }
 
-fn describe(item: &GeneratePatchesRequestItem, object: &Value) -> String {
-    let h = &item.holder_reference;
-    let kind = object
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("template");
-    format!("{kind} of {} {} ({})", h.kind, h.name, h.field_path)
+/// `[apiVersion, kind, metadata.name]` of a template, empty where absent.
+pub fn object_key(obj: &Value) -> [&str; 3] {
+    fn s(v: Option<&Value>) -> &str {
+        v.and_then(Value::as_str).unwrap_or_default()
+    }
+    [
+        s(obj.get("apiVersion")),
+        s(obj.get("kind")),
+        s(obj.get("metadata").and_then(|m| m.get("name"))),
+    ]
+}
+
+/// A template, or a variable's value, as the engine gets it.
+#[derive(Debug, Clone)]
+pub enum Part<'a> {
+    /// JSON text from the body, built into a tree only when a patch needs it.
+    Raw(&'a RawValue),
+    Ref(&'a Value),
+    Own(Value),
+}
+
+impl Part<'_> {
+    fn build(self) -> Result<Value, serde_json::Error> {
+        match self {
+            Part::Own(v) => Ok(v),
+            other => other.to_value(),
+        }
+    }
+
+    fn to_value(&self) -> Result<Value, serde_json::Error> {
+        match self {
+            Part::Raw(r) => serde_json::from_str(r.get()),
+            Part::Ref(v) => Ok((*v).clone()),
+            Part::Own(v) => Ok(v.clone()),
+        }
+    }
+}
+
+/// One request item as the engine reads it.
+#[derive(Debug, Clone)]
+pub struct ItemIn<'a> {
+    pub uid: &'a str,
+    pub holder: &'a HolderReference,
+    pub object: Part<'a>,
+    pub variables: Vec<(&'a str, Part<'a>)>,
+}
+
+/// What the engine reads of a template before it decides to build it.
+#[derive(Debug, Default)]
+struct Header<'a> {
+    api_version: Option<Cow<'a, str>>,
+    kind: Option<Cow<'a, str>>,
+    name: Option<Cow<'a, str>>,
+}
+
+impl<'a> Header<'a> {
+    fn of(part: &Part<'a>) -> Header<'a> {
+        #[derive(Deserialize)]
+        struct Meta<'a> {
+            #[serde(borrow, default)]
+            name: Option<Cow<'a, str>>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Fields<'a> {
+            #[serde(borrow, default)]
+            api_version: Option<Cow<'a, str>>,
+            #[serde(borrow, default)]
+            kind: Option<Cow<'a, str>>,
+            #[serde(borrow, default)]
+            metadata: Option<Meta<'a>>,
+        }
+        let owned = |v: &Value| {
+            let [a, k, n] = [
+                v.get("apiVersion"),
+                v.get("kind"),
+                v.get("metadata").and_then(|m| m.get("name")),
+            ]
+            .map(|f| f.and_then(Value::as_str).map(|s| Cow::Owned(s.to_string())));
+            Header {
+                api_version: a,
+                kind: k,
+                name: n,
+            }
+        };
+        match part {
+            Part::Ref(v) => {
+                let v: &'a Value = v;
+                let [a, k, n] = [
+                    v.get("apiVersion"),
+                    v.get("kind"),
+                    v.get("metadata").and_then(|m| m.get("name")),
+                ]
+                .map(|f| f.and_then(Value::as_str).map(Cow::Borrowed));
+                Header {
+                    api_version: a,
+                    kind: k,
+                    name: n,
+                }
+            }
+            Part::Own(v) => owned(v),
+            Part::Raw(r) => {
+                let text: &'a str = r.get();
+                match serde_json::from_str::<Fields<'a>>(text) {
+                    Ok(f) => Header {
+                        api_version: f.api_version,
+                        kind: f.kind,
+                        name: f.metadata.and_then(|m| m.name),
+                    },
+                    // Not an object, a field of another type, a duplicate key: read
+                    // as a tree reads it (the last duplicate wins, a non-string is absent).
+                    Err(_) => serde_json::from_str::<Value>(text)
+                        .map(|v| owned(&v))
+                        .unwrap_or_default(),
+                }
+            }
+        }
+    }
+
+    fn key(&self) -> [&str; 3] {
+        [&self.api_version, &self.kind, &self.name].map(|f| f.as_deref().unwrap_or_default())
+    }
 }
 
 pub fn generate(
@@ -79,53 +195,157 @@ pub fn generate_only(
     only: Option<usize>,
     req: &GeneratePatchesRequest,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
-    let globals = variables::merge_owned(defaulted(pack, &req.variables, true));
-    let order = stable_order(&req.items, |it| (&it.holder_reference, &it.object));
-    let items = order
-        .into_iter()
-        .filter_map(|i| req.items.get(i))
-        .map(|item| (item, Cow::Borrowed(&item.object)));
-    generate_items(pack, only, &globals, items)
+    let globals = req
+        .variables
+        .iter()
+        .map(|v| (v.name.as_str(), Part::Ref(&v.value)))
+        .collect();
+    let items = req
+        .items
+        .iter()
+        .map(|it| ItemIn {
+            uid: &it.uid,
+            holder: &it.holder_reference,
+            object: Part::Ref(&it.object),
+            variables: it
+                .variables
+                .iter()
+                .map(|v| (v.name.as_str(), Part::Ref(&v.value)))
+                .collect(),
+        })
+        .collect();
+    generate_in(pack, only, globals, items)
 }
 
-/// [`generate`] for a request the caller no longer needs whole: the request's
-/// variables and each item's template are moved into the engine instead of copied
-/// (the template becomes the copy the ops are checked on). The items keep their
-/// uids, holders and own variables.
+/// [`generate`] for a request the caller no longer needs whole: its variable values
+/// and templates are moved into the engine instead of copied. The items keep their
+/// uids, holders and variable names.
 pub fn generate_consuming(
     pack: &Pack,
     req: &mut GeneratePatchesRequest,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
-    let globals = variables::merge_owned(defaulted_owned(pack, std::mem::take(&mut req.variables)));
-    let order = stable_order(&req.items, |it| (&it.holder_reference, &it.object));
-    let mut objects: Vec<Option<Value>> = req
+    let globals: Vec<Value> = req
+        .variables
+        .iter_mut()
+        .map(|v| std::mem::take(&mut v.value))
+        .collect();
+    let taken: Vec<(Value, Vec<Value>)> = req
         .items
         .iter_mut()
-        .map(|it| Some(std::mem::take(&mut it.object)))
+        .map(|it| {
+            let vars = it
+                .variables
+                .iter_mut()
+                .map(|v| std::mem::take(&mut v.value))
+                .collect();
+            (std::mem::take(&mut it.object), vars)
+        })
         .collect();
-    let items = order.into_iter().filter_map(|i| {
-        let object = objects.get_mut(i)?.take()?;
-        Some((req.items.get(i)?, Cow::Owned(object)))
-    });
-    generate_items(pack, None, &globals, items)
+    let globals = req
+        .variables
+        .iter()
+        .zip(globals)
+        .map(|(v, value)| (v.name.as_str(), Part::Own(value)))
+        .collect();
+    let items = req
+        .items
+        .iter()
+        .zip(taken)
+        .map(|(it, (object, values))| ItemIn {
+            uid: &it.uid,
+            holder: &it.holder_reference,
+            object: Part::Own(object),
+            variables: it
+                .variables
+                .iter()
+                .zip(values)
+                .map(|(v, value)| (v.name.as_str(), Part::Own(value)))
+                .collect(),
+        })
+        .collect();
+    generate_in(pack, None, globals, items)
 }
 
-fn generate_items<'r>(
+/// [`generate`] for a request whose templates and values are still JSON text.
+pub fn generate_raw(
+    pack: &Pack,
+    req: &RawGeneratePatchesRequest<'_>,
+) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
+    let globals = req
+        .variables
+        .iter()
+        .map(|v| (v.name.as_ref(), Part::Raw(v.value)))
+        .collect();
+    let items = req
+        .items
+        .iter()
+        .map(|it| ItemIn {
+            uid: &it.uid,
+            holder: &it.holder_reference,
+            object: Part::Raw(it.object),
+            variables: it
+                .variables
+                .iter()
+                .map(|v| (v.name.as_ref(), Part::Raw(v.value)))
+                .collect(),
+        })
+        .collect();
+    generate_in(pack, None, globals, items)
+}
+
+/// Builds variable values; `whose` says where they come from in an error.
+fn build_vars(
+    pack: &Pack,
+    vars: &[(&str, Part<'_>)],
+    whose: impl Fn() -> String,
+) -> Result<Vec<Variable>, GenerateError> {
+    vars.iter()
+        .map(|(name, part)| {
+            Ok(Variable {
+                name: name.to_string(),
+                value: part.to_value().map_err(|e| {
+                    GenerateError(format!(
+                        "pack {:?}: variable {name:?} of {}: {e}",
+                        pack.name,
+                        whose()
+                    ))
+                })?,
+            })
+        })
+        .collect()
+}
+
+fn generate_in(
     pack: &Pack,
     only: Option<usize>,
-    globals: &Map<String, Value>,
-    items: impl Iterator<Item = (&'r GeneratePatchesRequestItem, Cow<'r, Value>)>,
+    globals: Vec<(&str, Part<'_>)>,
+    items: Vec<ItemIn<'_>>,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
+    let globals = build_vars(pack, &globals, || "the request".to_string())?;
+    let globals = variables::merge_owned(defaulted(pack, globals, true));
+    let headers: Vec<Header> = items.iter().map(|it| Header::of(&it.object)).collect();
+    let keys: Vec<(&HolderReference, [&str; 3])> = items
+        .iter()
+        .zip(&headers)
+        .map(|(it, h)| (it.holder, h.key()))
+        .collect();
+    let order = stable_order(&keys, |k| (k.0, k.1));
+    let mut slots: Vec<Option<ItemIn>> = items.into_iter().map(Some).collect();
     let mut out = Vec::new();
-    for (item, object) in items {
-        let ops = item_ops(pack, only, globals, item, object)?;
+    for i in order {
+        let (Some(item), Some(header)) = (slots.get_mut(i).and_then(Option::take), headers.get(i))
+        else {
+            continue;
+        };
+        let uid = item.uid;
+        let ops = item_ops(pack, only, &globals, item, header)?;
         if ops.is_empty() {
             continue;
         }
         let bytes = serde_json::to_vec(&ops)
             .map_err(|e| GenerateError(format!("pack {:?}: encoding patch: {e}", pack.name)))?;
         out.push(GeneratePatchesResponseItem {
-            uid: item.uid.clone(),
+            uid: uid.to_string(),
             patch_type: PatchType::JSONPatch,
             patch: Base64Bytes(bytes),
         });
@@ -146,14 +366,10 @@ struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    fn new(
-        pack: &Pack,
-        globals: &'a Map<String, Value>,
-        item: &GeneratePatchesRequestItem,
-    ) -> Self {
+    fn new(globals: &'a Map<String, Value>, item: Vec<Variable>, pack: &Pack) -> Self {
         Scope {
             globals,
-            item: variables::merge_owned(defaulted(pack, &item.variables, false)),
+            item: variables::merge_owned(defaulted(pack, item, false)),
             builtin: OnceCell::new(),
             all: OnceCell::new(),
             prepared: super::template::Prepared::new(),
@@ -193,34 +409,52 @@ impl<'a> Scope<'a> {
 }
 
 /// The JSON patch ops of every patch of the pack for one item, checked by applying
-/// them in order to the template (`object`, copied first if borrowed), as CAPI will.
+/// them in order to the template, as CAPI will.
 fn item_ops(
     pack: &Pack,
     only: Option<usize>,
     globals: &Map<String, Value>,
-    item: &GeneratePatchesRequestItem,
-    object: Cow<'_, Value>,
+    item: ItemIn<'_>,
+    header: &Header<'_>,
 ) -> Result<Vec<PatchOperation>, GenerateError> {
-    let own_builtin = item
-        .variables
-        .iter()
-        .rev()
-        .find(|v| v.name == variables::BUILTIN)
-        .map(|v| &v.value);
-    let mut scope: Option<Scope> = None;
-    let mut ops = Vec::new();
-    // (patch, definition, jsonPatch) of each op, to name the one CAPI would fail on.
-    let mut places: Vec<(usize, usize, usize)> = Vec::new();
-    // Named before the template may be moved into the copy the ops are checked on.
-    let what = describe(item, &object);
+    let ItemIn {
+        holder,
+        object,
+        variables: item_vars,
+        ..
+    } = item;
+    // The item's own `builtin` (where `builtin.machineDeployment.class` lives), built
+    // only if a selector asks for a class.
+    let own_builtin: OnceCell<Option<Value>> = OnceCell::new();
+    let builtin = || {
+        own_builtin
+            .get_or_init(|| {
+                let (_, part) = item_vars
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| *n == variables::BUILTIN)?;
+                part.to_value().ok()
+            })
+            .as_ref()
+    };
+    let what = || {
+        format!(
+            "{} of {} {} ({})",
+            header.kind.as_deref().unwrap_or("template"),
+            holder.kind,
+            holder.name,
+            holder.field_path
+        )
+    };
     let fail = |index: usize, place: String, problem: String| {
         GenerateError(format!(
-            "pack {:?} patch {:?}{place} on {what}: {problem}",
+            "pack {:?} patch {:?}{place} on {}: {problem}",
             pack.name,
             pack.patches
                 .get(index)
                 .map(|p| p.name.as_str())
                 .unwrap_or(""),
+            what(),
         ))
     };
     let place = |d: usize, j: usize, jp: &super::pack::JsonPatch| {
@@ -230,6 +464,11 @@ fn item_ops(
             jp.path
         )
     };
+    let (api_version, kind) = (header.api_version.as_deref(), header.kind.as_deref());
+    let mut scope: Option<Scope> = None;
+    let mut ops = Vec::new();
+    // (patch, definition, jsonPatch) of each op, to name the one CAPI would fail on.
+    let mut places: Vec<(usize, usize, usize)> = Vec::new();
     for (index, patch) in pack.patches.iter().enumerate() {
         if only.is_some_and(|o| o != index) {
             continue;
@@ -238,14 +477,18 @@ fn item_ops(
             .definitions
             .iter()
             .enumerate()
-            .filter(|(_, d)| {
-                selector::matches(&d.selector, &item.holder_reference, &object, own_builtin)
-            })
+            .filter(|(_, d)| selector::matches(&d.selector, holder, api_version, kind, &builtin))
             .peekable();
         if matching.peek().is_none() {
             continue;
         }
-        let scope = &*scope.get_or_insert_with(|| Scope::new(pack, globals, item));
+        if scope.is_none() {
+            let vars = build_vars(pack, &item_vars, what)?;
+            scope = Some(Scope::new(globals, vars, pack));
+        }
+        let Some(scope) = scope.as_ref() else {
+            continue;
+        };
         if let Some(cond) = &patch.enabled_if {
             let on = super::template::enabled(cond, scope.all(), &scope.prepared).map_err(|e| {
                 fail(
@@ -293,7 +536,13 @@ fn item_ops(
     if ops.is_empty() {
         return Ok(ops);
     }
-    let mut doc = object.into_owned();
+    let mut doc = object.build().map_err(|e| {
+        GenerateError(format!(
+            "pack {:?}: the {} cannot be patched: {e}",
+            pack.name,
+            what()
+        ))
+    })?;
     let mut out = Vec::with_capacity(ops.len());
     // On error the copy may be half-changed; the whole request fails then anyway.
     for (op, (index, d, j)) in ops.into_iter().zip(places) {
@@ -312,16 +561,15 @@ fn item_ops(
             }
         }
         out.push(op);
-        json_patch::patch_unsafe(&mut doc, &out[start..]).map_err(|e| {
-            fail(
-                index,
-                at(),
-                format!(
-                    "CAPI could not apply this patch to the template: {}",
-                    e.kind
-                ),
-            )
-        })?;
+        for op in &out[start..] {
+            super::apply::apply(&mut doc, op).map_err(|kind| {
+                fail(
+                    index,
+                    at(),
+                    format!("CAPI could not apply this patch to the template: {kind}"),
+                )
+            })?;
+        }
     }
     Ok(out)
 }
@@ -383,51 +631,24 @@ fn missing_parents(
 /// calling (so values written before a pack gained a defaulted field still work).
 /// With `add_missing`, a variable absent but with a top-level default is added, as
 /// CAPI does for Cluster-level values; per-item overrides are never invented.
-/// [`defaulted`] with `add_missing`, for variables the caller gives away: defaults
-/// are applied in place and nothing is copied.
-fn defaulted_owned(pack: &Pack, mut vars: Vec<Variable>) -> Vec<Variable> {
+fn defaulted(pack: &Pack, mut vars: Vec<Variable>, add_missing: bool) -> Vec<Variable> {
     for v in &mut vars {
         if let Some(p) = pack.variables.iter().find(|p| p.name == v.name) {
             p.compiled.apply_defaults(&mut v.value);
         }
     }
-    for p in &pack.variables {
-        if vars.iter().any(|v| v.name == p.name) {
-            continue;
-        }
-        if let Some(d) = p.schema.get("default") {
-            vars.push(Variable {
-                name: p.name.clone(),
-                value: p.compiled.default_value(d),
-            });
-        }
-    }
-    vars
-}
-
-fn defaulted(pack: &Pack, vars: &[Variable], add_missing: bool) -> Vec<Variable> {
-    let mut out: Vec<Variable> = vars
-        .iter()
-        .map(|v| match pack.variables.iter().find(|p| p.name == v.name) {
-            Some(p) => Variable {
-                name: v.name.clone(),
-                value: p.compiled.default_value(&v.value),
-            },
-            None => v.clone(),
-        })
-        .collect();
     if add_missing {
         for p in &pack.variables {
-            if out.iter().any(|v| v.name == p.name) {
+            if vars.iter().any(|v| v.name == p.name) {
                 continue;
             }
             if let Some(d) = p.schema.get("default") {
-                out.push(Variable {
+                vars.push(Variable {
                     name: p.name.clone(),
                     value: p.compiled.default_value(d),
                 });
             }
         }
     }
-    out
+    vars
 }

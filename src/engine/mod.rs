@@ -4,7 +4,7 @@
 //! GeneratePatches is handed the raw body, so an engine that keeps answers
 //! ([`cache`], [`fingerprint`]) recognises a resent request before decoding it.
 
-use crate::sdk::decode::{decode_generate_patches, DecodeError};
+use crate::sdk::decode::{decode_generate_patches, decode_generate_patches_raw, DecodeError};
 use crate::sdk::topology::{
     DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
     GeneratePatchesResponse, ValidateTopologyRequest,
@@ -87,6 +87,16 @@ impl PatchEngine for EmptyEngine {
         GeneratePatchesResponse::success()
     }
 
+    /// Reads the body as [`PackEngine`] does, so both accept the same bodies.
+    fn answer_generate_patches(&self, _: &str, body: &[u8]) -> Result<PatchAnswer, DecodeError> {
+        let decoded = decode_generate_patches_raw(body)?;
+        Ok(PatchAnswer {
+            response: GeneratePatchesResponse::success(),
+            detail: String::new(),
+            cluster: decoded.cluster(),
+        })
+    }
+
     fn discover_variables(
         &self,
         _: &str,
@@ -107,6 +117,7 @@ impl PatchEngine for EmptyEngine {
     }
 }
 
+pub mod apply;
 pub mod cache;
 pub mod cloud_checks;
 pub mod clusterclass;

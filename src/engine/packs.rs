@@ -13,10 +13,10 @@ use super::cloud_checks::{self, CloudPlan};
 use super::fingerprint::{Fingerprint, GeneratePatchesWire};
 use super::pack::{self, Pack, PackError};
 use super::{discover, generate, validate, EmptyEngine, EngineHandlers, PatchAnswer, PatchEngine};
-use crate::sdk::decode::{decode, decode_generate_patches, DecodeError};
+use crate::sdk::decode::{decode_generate_patches_raw, DecodeError, GeneratePatchesBody};
 use crate::sdk::topology::{
     DiscoverVariablesRequest, DiscoverVariablesResponse, GeneratePatchesRequest,
-    GeneratePatchesResponse, ValidateTopologyRequest,
+    GeneratePatchesResponse, RawGeneratePatchesRequest, ValidateTopologyRequest,
 };
 use crate::sdk::{response_kind, CapiVersion, CommonResponse, Hook, ResponseStatus, API_VERSION};
 
@@ -163,13 +163,13 @@ impl PackEngine {
         fp: Option<Fingerprint>,
     ) -> GeneratePatchesResponse {
         if is_generic(Hook::GeneratePatches, handler) {
-            return EmptyEngine.generate_patches(handler, req.get());
+            return GeneratePatchesResponse::success();
         }
         let mut resp = GeneratePatchesResponse::success();
         let result = match self.pack(Hook::GeneratePatches, handler) {
             Some(p) => {
                 let cached = {
-                    let uids = uids_of(req.get());
+                    let uids = req.uids();
                     self.cache.as_deref().zip(fp).and_then(|(c, fp)| {
                         let key = PatchCache::key(&p.name, &fp, &uids)?;
                         let hit = c.get(&key, &fp, &uids);
@@ -183,11 +183,12 @@ impl PackEngine {
                             match &mut req {
                                 Request::Shared(r) => generate::generate(p, r),
                                 Request::Given(r) => generate::generate_consuming(p, r),
+                                Request::Raw(r) => generate::generate_raw(p, r),
                             }
                             .map_err(|e| e.to_string())
                         });
                         if let (Ok(items), Some((c, key, fp, None))) = (&r, &cached) {
-                            c.put(*key, fp, &uids_of(req.get()), items);
+                            c.put(*key, fp, &req.uids(), items);
                         }
                         r
                     }
@@ -206,23 +207,21 @@ impl PackEngine {
     }
 }
 
-/// A request lent to the engine, or given to it to take apart.
+/// A request lent to the engine, given to it to take apart, or still raw.
 enum Request<'a> {
     Shared(&'a GeneratePatchesRequest),
     Given(&'a mut GeneratePatchesRequest),
+    Raw(&'a RawGeneratePatchesRequest<'a>),
 }
 
 impl Request<'_> {
-    fn get(&self) -> &GeneratePatchesRequest {
+    fn uids(&self) -> Vec<&str> {
         match self {
-            Request::Shared(r) => r,
-            Request::Given(r) => r,
+            Request::Shared(r) => r.items.iter().map(|i| i.uid.as_str()).collect(),
+            Request::Given(r) => r.items.iter().map(|i| i.uid.as_str()).collect(),
+            Request::Raw(r) => r.items.iter().map(|i| i.uid.as_ref()).collect(),
         }
     }
-}
-
-fn uids_of(req: &GeneratePatchesRequest) -> Vec<&str> {
-    req.items.iter().map(|i| i.uid.as_str()).collect()
 }
 
 impl PatchEngine for PackEngine {
@@ -259,37 +258,39 @@ impl PatchEngine for PackEngine {
     ) -> Result<PatchAnswer, DecodeError> {
         // An unchanged Cluster's request is answered from its fingerprint alone, read
         // off the body without building the objects. Without a cache the request is
-        // decoded in one plain pass and never fingerprinted.
+        // decoded in one pass and never fingerprinted. Either way the engine gets the
+        // same raw parts.
         let wire = self
             .keeps_answers()
             .then(|| GeneratePatchesWire::read(body))
             .flatten();
-        let Some(wire) = wire else {
-            let mut req = decode_generate_patches(body)?;
-            let cluster = req.cluster();
-            let response = self.generate_patches_consuming(handler, &mut req, None);
-            return Ok(PatchAnswer {
-                detail: response.message.clone(),
-                cluster,
-                response,
-            });
+        let (fp, mut decoded) = match wire {
+            None => (None, decode_generate_patches_raw(body)?),
+            Some(wire) => {
+                let fp = wire.fingerprint();
+                let uids: Vec<&str> = wire.items.iter().map(|i| i.uid.as_ref()).collect();
+                if let Some(response) = self.remembered_patches(handler, &fp, &uids) {
+                    return Ok(PatchAnswer {
+                        response,
+                        detail: "answered from the patch cache".to_string(),
+                        cluster: wire.cluster(),
+                    });
+                }
+                // The parts are already found: build the request from them.
+                let decoded = match wire.to_raw() {
+                    Some(raw) => GeneratePatchesBody::Raw(raw),
+                    None => decode_generate_patches_raw(body)?,
+                };
+                (Some(fp), decoded)
+            }
         };
-        let fp = wire.fingerprint();
-        let uids: Vec<&str> = wire.items.iter().map(|i| i.uid.as_ref()).collect();
-        if let Some(response) = self.remembered_patches(handler, &fp, &uids) {
-            return Ok(PatchAnswer {
-                response,
-                detail: "answered from the patch cache".to_string(),
-                cluster: wire.cluster(),
-            });
-        }
-        // The parts are already found: build the request from them.
-        let mut req = match wire.to_request() {
-            Some(req) => req,
-            None => decode(Hook::GeneratePatches, body)?,
+        let cluster = decoded.cluster();
+        let response = match &mut decoded {
+            GeneratePatchesBody::Raw(r) => self.generate_patches_from(handler, Request::Raw(r), fp),
+            GeneratePatchesBody::Decoded(r) => {
+                self.generate_patches_from(handler, Request::Given(r), fp)
+            }
         };
-        let cluster = req.cluster();
-        let response = self.generate_patches_consuming(handler, &mut req, Some(fp));
         Ok(PatchAnswer {
             detail: response.message.clone(),
             cluster,

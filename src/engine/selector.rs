@@ -15,16 +15,16 @@ const CP_MACHINE_INFRA_V1BETA2: &str = "spec.machineTemplate.spec.infrastructure
 const WORKER_BOOTSTRAP_REF: &str = "spec.template.spec.bootstrap.configRef";
 const WORKER_INFRA_REF: &str = "spec.template.spec.infrastructureRef";
 
-/// `item_builtin` is the item's own `builtin` variable (where
-/// `builtin.machineDeployment.class` lives).
-pub fn matches(
+/// `api_version` and `kind` are the template's. `item_builtin` gives the item's own
+/// `builtin` variable (where `builtin.machineDeployment.class` lives); it is asked for
+/// only when a selector names a class, so most items never build it.
+pub fn matches<'b>(
     sel: &Selector,
     holder: &HolderReference,
-    object: &Value,
-    item_builtin: Option<&Value>,
+    api_version: Option<&str>,
+    kind: Option<&str>,
+    item_builtin: impl Fn() -> Option<&'b Value>,
 ) -> bool {
-    let api_version = object.get("apiVersion").and_then(Value::as_str);
-    let kind = object.get("kind").and_then(Value::as_str);
     if api_version != Some(sel.api_version.as_str()) || kind != Some(sel.kind.as_str()) {
         return false;
     }
@@ -44,7 +44,7 @@ pub fn matches(
     let worker_ref = fp == WORKER_BOOTSTRAP_REF || fp == WORKER_INFRA_REF;
     if let Some(class) = &m.machine_deployment_class {
         if holder.kind == "MachineDeployment" && worker_ref {
-            if let Some(c) = builtin_class(item_builtin, "machineDeployment") {
+            if let Some(c) = builtin_class(item_builtin(), "machineDeployment") {
                 if class.names.iter().any(|n| glob_match(n, c)) {
                     return true;
                 }
@@ -53,7 +53,7 @@ pub fn matches(
     }
     if let Some(class) = &m.machine_pool_class {
         if holder.kind == "MachinePool" && worker_ref {
-            if let Some(c) = builtin_class(item_builtin, "machinePool") {
+            if let Some(c) = builtin_class(item_builtin(), "machinePool") {
                 if class.names.iter().any(|n| glob_match(n, c)) {
                     return true;
                 }

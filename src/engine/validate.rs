@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::generate::stable_order;
+use super::generate::{object_key, stable_order};
 use super::pack::Pack;
 use crate::sdk::common::Variable;
 use crate::sdk::topology::ValidateTopologyRequest;
@@ -49,7 +49,9 @@ pub fn validate(pack: &Pack, req: &ValidateTopologyRequest) -> Vec<String> {
     for (name, path, msg) in &global_failures {
         out.insert((String::new(), name.clone(), path.clone(), msg.clone()));
     }
-    for i in stable_order(&req.items, |it| (&it.holder_reference, &it.object)) {
+    for i in stable_order(&req.items, |it| {
+        (&it.holder_reference, object_key(&it.object))
+    }) {
         let item = &req.items[i];
         let h = &item.holder_reference;
         let prefix = format!("{} {}: ", h.kind, h.name);

@@ -150,6 +150,62 @@ pub fn decode_generate_patches(
     }
 }
 
+/// A GeneratePatches body as the engine reads it.
+#[derive(Debug)]
+pub enum GeneratePatchesBody<'a> {
+    /// A well-formed request, its templates and variable values still JSON text.
+    Raw(super::topology::RawGeneratePatchesRequest<'a>),
+    /// A request only the full decoder reads (duplicate keys, where the last wins).
+    Decoded(super::topology::GeneratePatchesRequest),
+}
+
+impl GeneratePatchesBody<'_> {
+    /// `(namespace, name)` of the Cluster the request is for, when it says.
+    pub fn cluster(&self) -> Option<(String, String)> {
+        match self {
+            GeneratePatchesBody::Raw(r) => r.cluster(),
+            GeneratePatchesBody::Decoded(r) => r.cluster(),
+        }
+    }
+}
+
+/// A GeneratePatches request in one pass over the body, its parts left raw (see
+/// [`super::topology::RawGeneratePatchesRequest`]). Anything but a well-formed request
+/// takes [`decode`]'s path, which names the problem.
+pub fn decode_generate_patches_raw(body: &[u8]) -> Result<GeneratePatchesBody<'_>, DecodeError> {
+    use super::common::Settings;
+    use super::topology::{RawGeneratePatchesItem, RawGeneratePatchesRequest, RawVariable};
+    use std::borrow::Cow;
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body<'a> {
+        #[serde(borrow, default)]
+        api_version: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(default, deserialize_with = "super::common::null_as_default")]
+        settings: Settings,
+        #[serde(borrow, default, deserialize_with = "super::common::null_as_default")]
+        variables: Vec<RawVariable<'a>>,
+        #[serde(borrow)]
+        items: Vec<RawGeneratePatchesItem<'a>>,
+    }
+    let hook = Hook::GeneratePatches;
+    match serde_json::from_slice::<Body>(body) {
+        Ok(b)
+            if b.api_version.as_deref() == Some(API_VERSION)
+                && b.kind.as_deref() == Some(hook.request_kind().as_str()) =>
+        {
+            Ok(GeneratePatchesBody::Raw(RawGeneratePatchesRequest {
+                settings: b.settings,
+                variables: b.variables,
+                items: b.items,
+            }))
+        }
+        _ => decode(hook, body).map(GeneratePatchesBody::Decoded),
+    }
+}
+
 /// Names the first problem of a body the fast path refused. It never builds a tree of
 /// the document: syntax is checked by skipping over it, the header is read as raw
 /// text, and the typed decode reports the path of the field that does not fit.

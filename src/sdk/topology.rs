@@ -1,8 +1,10 @@
 //! Topology mutation hooks: GeneratePatches, ValidateTopology, DiscoverVariables.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::common::{Base64Bytes, PatchType, ResponseStatus, Settings, Variable};
@@ -40,6 +42,80 @@ pub struct GeneratePatchesRequest {
     #[serde(default, deserialize_with = "super::common::null_as_default")]
     pub variables: Vec<Variable>,
     pub items: Vec<GeneratePatchesRequestItem>,
+}
+
+/// A variable whose value is still the JSON text of the body.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawVariable<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(borrow)]
+    pub value: &'a RawValue,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawGeneratePatchesItem<'a> {
+    #[serde(borrow)]
+    pub uid: Cow<'a, str>,
+    pub holder_reference: HolderReference,
+    #[serde(borrow)]
+    pub object: &'a RawValue,
+    #[serde(borrow, default, deserialize_with = "super::common::null_as_default")]
+    pub variables: Vec<RawVariable<'a>>,
+}
+
+/// A GeneratePatches request as CAPI's Go types hold it: each template
+/// (`runtime.RawExtension`) and each variable value (`apiextensionsv1.JSON`) stays JSON
+/// text, borrowed from the body, until a patch needs it as a tree.
+///
+/// A pack touches few of a Cluster's templates (`openstack-v1`: the six OpenStack ones
+/// of twelve), so most of a request is never built. The engine reads every body through
+/// this type, with or without its answer cache, so whether a value serde cannot build
+/// (a number beyond `f64`, a lone surrogate escape) fails a call depends on whether a
+/// patch needs it, never on how the server is configured.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawGeneratePatchesRequest<'a> {
+    #[serde(default, deserialize_with = "super::common::null_as_default")]
+    pub settings: Settings,
+    #[serde(borrow, default, deserialize_with = "super::common::null_as_default")]
+    pub variables: Vec<RawVariable<'a>>,
+    #[serde(borrow)]
+    pub items: Vec<RawGeneratePatchesItem<'a>>,
+}
+
+impl RawGeneratePatchesRequest<'_> {
+    /// `(namespace, name)` of the Cluster the request is for, when it says.
+    pub fn cluster(&self) -> Option<(String, String)> {
+        #[derive(Deserialize)]
+        struct Named {
+            #[serde(default)]
+            name: Option<String>,
+            #[serde(default)]
+            namespace: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Builtin {
+            cluster: Named,
+        }
+        let builtin = self.variables.iter().find(|v| v.name == "builtin");
+        if let Some(Ok(Builtin {
+            cluster:
+                Named {
+                    name: Some(n),
+                    namespace: Some(ns),
+                },
+        })) = builtin.map(|b| serde_json::from_str::<Builtin>(b.value.get()))
+        {
+            return Some((ns, n));
+        }
+        self.items
+            .iter()
+            .map(|i| &i.holder_reference)
+            .find(|h| h.kind == "Cluster")
+            .map(|h| (h.namespace.clone(), h.name.clone()))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
