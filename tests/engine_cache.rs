@@ -295,3 +295,97 @@ fn an_answer_over_the_size_cap_is_never_stored() {
     assert_eq!(cached.patch_cache().unwrap().stats(), (0, 2), "two misses");
     assert_eq!(cached.patch_cache().unwrap().usage(), (0, 0));
 }
+
+/// The answer to `bytes` with the cache on (computed, then remembered) and off; the
+/// three must be one answer.
+fn answer_every_way(bytes: &[u8]) -> Value {
+    let cached = PackEngine::embedded().unwrap().with_patch_cache(64);
+    let plain = PackEngine::embedded().unwrap().with_patch_cache(0);
+    let answer = |e: &PackEngine| {
+        serde_json::to_value(e.answer_generate_patches(HANDLER, bytes).unwrap().response).unwrap()
+    };
+    let (a, b, c) = (answer(&cached), answer(&plain), answer(&cached));
+    assert_eq!(a, b, "cache on and off disagree");
+    assert_eq!(a, c, "the remembered answer differs");
+    a
+}
+
+#[test]
+fn the_raw_reading_gives_the_decoded_requests_answer() {
+    // The engine reads templates and variable values as raw text; the typed request
+    // (every part built first) must get the very same patches.
+    let v = body();
+    let plain = PackEngine::embedded().unwrap();
+    let typed = serde_json::to_value(plain.generate_patches(HANDLER, &request(&v))).unwrap();
+    assert_eq!(typed["status"], "Success", "{typed}");
+    for bytes in [
+        serde_json::to_vec(&v).unwrap(),
+        serde_json::to_vec_pretty(&v).unwrap(),
+    ] {
+        assert_eq!(answer_every_way(&bytes), typed);
+    }
+}
+
+/// The request with `text` spliced in as the value of `field` in the template of the
+/// first item whose template kind is `kind`.
+fn with_raw_field(kind: &str, field: &str, text: &str) -> Vec<u8> {
+    let mut v = body();
+    let marker = "@@RAW@@";
+    let item = v["items"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|i| i["object"]["kind"] == kind)
+        .unwrap();
+    item["object"][field] = json!(marker);
+    serde_json::to_string(&v)
+        .unwrap()
+        .replace(&format!("\"{marker}\""), text)
+        .into_bytes()
+}
+
+#[test]
+fn a_value_no_tree_can_hold_fails_only_a_template_that_is_patched() {
+    // A number beyond f64 and a lone surrogate escape: Go keeps templates as raw bytes
+    // and so does the engine, until it has ops to check on one.
+    for text in ["1e400", r#""\ud800""#] {
+        // KubeadmControlPlaneTemplate: the openstack pack never patches it.
+        let untouched = answer_every_way(&with_raw_field(
+            "KubeadmControlPlaneTemplate",
+            "extra",
+            text,
+        ));
+        assert_eq!(untouched["status"], "Success", "{text}: {untouched}");
+        assert_eq!(
+            untouched["items"],
+            answer_every_way(&serde_json::to_vec(&body()).unwrap())["items"],
+            "{text}: the other templates' patches changed"
+        );
+        // OpenStackClusterTemplate: patched, so it must be built, and cannot be.
+        let patched = answer_every_way(&with_raw_field("OpenStackClusterTemplate", "extra", text));
+        assert_eq!(patched["status"], "Failure", "{text}: {patched}");
+        let msg = patched["message"].as_str().unwrap();
+        assert!(
+            msg.contains("OpenStackClusterTemplate of Cluster")
+                && msg.contains("cannot be patched"),
+            "{text}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn a_template_with_a_duplicate_kind_is_read_as_a_tree_reads_it() {
+    // Duplicate keys: the last wins, as when the template is built, so this template
+    // is an OpenStackClusterTemplate and gets its patches.
+    let bytes = with_raw_field(
+        "OpenStackClusterTemplate",
+        "kind",
+        r#""KubeadmConfigTemplate","kind":"OpenStackClusterTemplate""#,
+    );
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(text.contains(r#""kind":"KubeadmConfigTemplate","kind":"OpenStackClusterTemplate""#));
+    let a = answer_every_way(&bytes);
+    assert_eq!(a["status"], "Success", "{a}");
+    let reference = answer_every_way(&serde_json::to_vec(&body()).unwrap());
+    assert_eq!(a["items"], reference["items"]);
+}

@@ -141,7 +141,7 @@ impl<'a> GeneratePatchesWire<'a> {
                     Some(RawGeneratePatchesItem {
                         uid: i.uid.clone(),
                         holder_reference: serde_json::from_str(i.holder_reference.get()).ok()?,
-                        object: i.object,
+                        object: serde_json::from_str(i.object.get()).ok()?,
                         variables: vars.unwrap_or_default(),
                     })
                 })

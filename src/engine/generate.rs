@@ -30,7 +30,8 @@ use super::selector;
 use super::variables::{self, VariableError};
 use crate::sdk::common::{Base64Bytes, PatchType, Variable};
 use crate::sdk::topology::{
-    GeneratePatchesRequest, GeneratePatchesResponseItem, HolderReference, RawGeneratePatchesRequest,
+    GeneratePatchesRequest, GeneratePatchesResponseItem, HolderReference,
+    RawGeneratePatchesRequest, RawObject,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,6 +75,8 @@ pub fn object_key(obj: &Value) -> [&str; 3] {
 pub enum Part<'a> {
     /// JSON text from the body, built into a tree only when a patch needs it.
     Raw(&'a RawValue),
+    /// A template's top-level fields as JSON text.
+    Fields(&'a RawObject<'a>),
     Ref(&'a Value),
     Own(Value),
 }
@@ -86,9 +89,49 @@ impl Part<'_> {
         }
     }
 
+    /// `<which>.class` of a `builtin` value, without building the rest of it.
+    fn class(&self, which: &str) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Class {
+            #[serde(default)]
+            class: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Builtin {
+            #[serde(default)]
+            machine_deployment: Option<Class>,
+            #[serde(default)]
+            machine_pool: Option<Class>,
+        }
+        let r = match self {
+            Part::Raw(r) => r,
+            Part::Ref(v) => return selector::class_in(v, which),
+            Part::Own(v) => return selector::class_in(v, which),
+            Part::Fields(_) => {
+                return self
+                    .to_value()
+                    .ok()
+                    .and_then(|v| selector::class_in(&v, which))
+            }
+        };
+        match serde_json::from_str::<Builtin>(r.get()) {
+            Ok(b) => match which {
+                "machineDeployment" => b.machine_deployment?.class,
+                "machinePool" => b.machine_pool?.class,
+                _ => None,
+            },
+            // Another type somewhere, a duplicate key: read as the tree reads it.
+            Err(_) => serde_json::from_str::<Value>(r.get())
+                .ok()
+                .and_then(|v| selector::class_in(&v, which)),
+        }
+    }
+
     fn to_value(&self) -> Result<Value, serde_json::Error> {
         match self {
             Part::Raw(r) => serde_json::from_str(r.get()),
+            Part::Fields(f) => f.build(),
             Part::Ref(v) => Ok((*v).clone()),
             Part::Own(v) => Ok(v.clone()),
         }
@@ -102,6 +145,15 @@ pub struct ItemIn<'a> {
     pub holder: &'a HolderReference,
     pub object: Part<'a>,
     pub variables: Vec<(&'a str, Part<'a>)>,
+}
+
+/// A JSON string's text, borrowed unless it holds an escape; `None` for another type.
+fn json_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    match serde_json::from_str::<&str>(text) {
+        Ok(s) => Some(Cow::Borrowed(s)),
+        Err(_) => serde_json::from_str::<String>(text).ok().map(Cow::Owned),
+    }
 }
 
 /// What the engine reads of a template before it decides to build it.
@@ -171,6 +223,23 @@ impl<'a> Header<'a> {
                     Err(_) => serde_json::from_str::<Value>(text)
                         .map(|v| owned(&v))
                         .unwrap_or_default(),
+                }
+            }
+            Part::Fields(f) => {
+                let name = f.get("metadata").and_then(|m| {
+                    match serde_json::from_str::<Option<Meta<'a>>>(m.get()) {
+                        Ok(meta) => meta?.name,
+                        Err(_) => serde_json::from_str::<Value>(m.get())
+                            .ok()?
+                            .get("name")?
+                            .as_str()
+                            .map(|s| Cow::Owned(s.to_string())),
+                    }
+                });
+                Header {
+                    api_version: f.get("apiVersion").and_then(json_str),
+                    kind: f.get("kind").and_then(json_str),
+                    name,
                 }
             }
         }
@@ -282,7 +351,7 @@ pub fn generate_raw(
         .map(|it| ItemIn {
             uid: &it.uid,
             holder: &it.holder_reference,
-            object: Part::Raw(it.object),
+            object: Part::Fields(&it.object),
             variables: it
                 .variables
                 .iter()
@@ -423,20 +492,14 @@ fn item_ops(
         variables: item_vars,
         ..
     } = item;
-    // The item's own `builtin` (where `builtin.machineDeployment.class` lives), built
-    // only if a selector asks for a class.
-    let own_builtin: OnceCell<Option<Value>> = OnceCell::new();
-    let builtin = || {
-        own_builtin
-            .get_or_init(|| {
-                let (_, part) = item_vars
-                    .iter()
-                    .rev()
-                    .find(|(n, _)| *n == variables::BUILTIN)?;
-                part.to_value().ok()
-            })
-            .as_ref()
-    };
+    // `builtin.<which>.class` of the item's own `builtin` (the last one, as merging
+    // keeps it), read only if a selector names a class.
+    let own_builtin = item_vars
+        .iter()
+        .rev()
+        .find(|(n, _)| *n == variables::BUILTIN)
+        .map(|(_, p)| p);
+    let builtin = |which: &str| own_builtin.and_then(|p| p.class(which)).map(Cow::Owned);
     let what = || {
         format!(
             "{} of {} {} ({})",

@@ -156,6 +156,17 @@ impl PackEngine {
         self.generate_patches_from(handler, Request::Given(req), fp)
     }
 
+    /// [`Self::generate_patches_with`] for a request whose templates and variable values
+    /// are still raw JSON, as the server reads a body.
+    pub fn generate_patches_raw(
+        &self,
+        handler: &str,
+        req: &RawGeneratePatchesRequest<'_>,
+        fp: Option<Fingerprint>,
+    ) -> GeneratePatchesResponse {
+        self.generate_patches_from(handler, Request::Raw(req), fp)
+    }
+
     fn generate_patches_from(
         &self,
         handler: &str,

@@ -1,6 +1,8 @@
 //! Which request items a patch definition's selector picks, following CAPI's inline
 //! JSON patch generator: the template's GVK first, then where the template is held.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::pack::Selector;
@@ -15,15 +17,15 @@ const CP_MACHINE_INFRA_V1BETA2: &str = "spec.machineTemplate.spec.infrastructure
 const WORKER_BOOTSTRAP_REF: &str = "spec.template.spec.bootstrap.configRef";
 const WORKER_INFRA_REF: &str = "spec.template.spec.infrastructureRef";
 
-/// `api_version` and `kind` are the template's. `item_builtin` gives the item's own
-/// `builtin` variable (where `builtin.machineDeployment.class` lives); it is asked for
-/// only when a selector names a class, so most items never build it.
+/// `api_version` and `kind` are the template's. `builtin_class("machineDeployment")`
+/// is `builtin.machineDeployment.class` of the item's own variables; it is asked for
+/// only when a selector names a class.
 pub fn matches<'b>(
     sel: &Selector,
     holder: &HolderReference,
     api_version: Option<&str>,
     kind: Option<&str>,
-    item_builtin: impl Fn() -> Option<&'b Value>,
+    builtin_class: impl Fn(&str) -> Option<Cow<'b, str>>,
 ) -> bool {
     if api_version != Some(sel.api_version.as_str()) || kind != Some(sel.kind.as_str()) {
         return false;
@@ -44,8 +46,8 @@ pub fn matches<'b>(
     let worker_ref = fp == WORKER_BOOTSTRAP_REF || fp == WORKER_INFRA_REF;
     if let Some(class) = &m.machine_deployment_class {
         if holder.kind == "MachineDeployment" && worker_ref {
-            if let Some(c) = builtin_class(item_builtin(), "machineDeployment") {
-                if class.names.iter().any(|n| glob_match(n, c)) {
+            if let Some(c) = builtin_class("machineDeployment") {
+                if class.names.iter().any(|n| glob_match(n, &c)) {
                     return true;
                 }
             }
@@ -53,8 +55,8 @@ pub fn matches<'b>(
     }
     if let Some(class) = &m.machine_pool_class {
         if holder.kind == "MachinePool" && worker_ref {
-            if let Some(c) = builtin_class(item_builtin(), "machinePool") {
-                if class.names.iter().any(|n| glob_match(n, c)) {
+            if let Some(c) = builtin_class("machinePool") {
+                if class.names.iter().any(|n| glob_match(n, &c)) {
                     return true;
                 }
             }
@@ -63,8 +65,9 @@ pub fn matches<'b>(
     false
 }
 
-fn builtin_class<'a>(builtin: Option<&'a Value>, which: &str) -> Option<&'a str> {
-    builtin?.get(which)?.get("class")?.as_str()
+/// `builtin.<which>.class` in a built `builtin` value.
+pub fn class_in(builtin: &Value, which: &str) -> Option<String> {
+    Some(builtin.get(which)?.get("class")?.as_str()?.to_string())
 }
 
 /// `*` matches all, `prefix*` and `*suffix` test the ends, anything else is exact.

@@ -53,6 +53,78 @@ pub struct RawVariable<'a> {
     pub value: &'a RawValue,
 }
 
+/// A template's top-level fields, each value still JSON text, in body order (a
+/// duplicate key is kept; the last one counts, as when the template is built).
+///
+/// Split at the top so that `apiVersion`, `kind` and `metadata`, which decide whether
+/// a patch selects the template, are read without going over `spec` again.
+#[derive(Debug, Clone, Default)]
+pub struct RawObject<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> RawObject<'a> {
+    /// The value of `key`: the last one, if the key is repeated.
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// The template as a tree.
+    pub fn build(&self) -> Result<Value, serde_json::Error> {
+        let mut m = serde_json::Map::new();
+        for (k, v) in &self.0 {
+            m.insert(k.to_string(), serde_json::from_str(v.get())?);
+        }
+        Ok(Value::Object(m))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Fields<'a> {
+            type Value = RawObject<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut m: M,
+            ) -> Result<RawObject<'a>, M::Error> {
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(4));
+                while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
+                    out.push((k, m.next_value::<&'de RawValue>()?));
+                }
+                Ok(RawObject(out))
+            }
+        }
+        d.deserialize_map(Fields(std::marker::PhantomData))
+    }
+}
+
+/// A key borrowed from the body unless it holds an escape.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RawGeneratePatchesItem<'a> {
@@ -60,7 +132,7 @@ pub struct RawGeneratePatchesItem<'a> {
     pub uid: Cow<'a, str>,
     pub holder_reference: HolderReference,
     #[serde(borrow)]
-    pub object: &'a RawValue,
+    pub object: RawObject<'a>,
     #[serde(borrow, default, deserialize_with = "super::common::null_as_default")]
     pub variables: Vec<RawVariable<'a>>,
 }
