@@ -389,3 +389,34 @@ fn a_template_with_a_duplicate_kind_is_read_as_a_tree_reads_it() {
     let reference = answer_every_way(&serde_json::to_vec(&body()).unwrap());
     assert_eq!(a["items"], reference["items"]);
 }
+
+/// The request with one more request-wide variable, its value `text` as written.
+fn with_raw_variable(name: &str, text: &str) -> Vec<u8> {
+    let mut v = body();
+    let marker = "@@RAW@@";
+    v["variables"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": name, "value": marker}));
+    serde_json::to_string(&v)
+        .unwrap()
+        .replace(&format!("\"{marker}\""), text)
+        .into_bytes()
+}
+
+#[test]
+fn a_variable_no_tree_can_hold_fails_only_if_a_patch_reads_it() {
+    let reference = answer_every_way(&serde_json::to_vec(&body()).unwrap());
+    // No patch of the pack reads this one.
+    let unread = answer_every_way(&with_raw_variable("someOtherPacksVariable", "[1e400]"));
+    assert_eq!(unread, reference);
+    // The pack's own variable, read by every patch: a second value of a name replaces
+    // the first, so this one is read.
+    let read = answer_every_way(&with_raw_variable("openstack", r#"{"x": 1e400}"#));
+    assert_eq!(read["status"], "Failure", "{read}");
+    let msg = read["message"].as_str().unwrap();
+    assert!(
+        msg.contains(r#"variable "openstack" of the request"#) && msg.contains("out of range"),
+        "{msg}"
+    );
+}

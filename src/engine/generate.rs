@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 use super::pack::{Op, Pack, PatchValue};
 use super::selector;
 use super::variables::{self, VariableError};
-use crate::sdk::common::{Base64Bytes, PatchType, Variable};
+use crate::sdk::common::{Base64Bytes, PatchType};
 use crate::sdk::topology::{
     GeneratePatchesRequest, GeneratePatchesResponseItem, HolderReference,
     RawGeneratePatchesRequest, RawObject,
@@ -362,26 +362,119 @@ pub fn generate_raw(
     generate_in(pack, None, globals, items)
 }
 
-/// Builds variable values; `whose` says where they come from in an error.
-fn build_vars(
-    pack: &Pack,
-    vars: &[(&str, Part<'_>)],
-    whose: impl Fn() -> String,
-) -> Result<Vec<Variable>, GenerateError> {
-    vars.iter()
-        .map(|(name, part)| {
-            Ok(Variable {
-                name: name.to_string(),
-                value: part.to_value().map_err(|e| {
-                    GenerateError(format!(
-                        "pack {:?}: variable {name:?} of {}: {e}",
-                        pack.name,
-                        whose()
-                    ))
-                })?,
-            })
-        })
-        .collect()
+/// A set of variables (the request's, or one item's), each built from its parts, and
+/// given the pack's schema defaults as CAPI gives them before calling, the first time
+/// a patch reads it. A request carries every variable of the ClusterClass; a pack reads
+/// a few, and the rest are never built.
+struct Vars<'p, 'a> {
+    pack: &'p Pack,
+    parts: Vec<(&'a str, Part<'a>)>,
+    /// Distinct names: those of the parts, then (for the request's variables) the
+    /// pack's variables absent from it that have a top-level default, as CAPI adds
+    /// them for Cluster-level values; per-item overrides are never invented.
+    names: Vec<&'p str>,
+    built: Vec<OnceCell<Result<Option<Value>, String>>>,
+    /// Where the variables come from, for errors.
+    whose: Whose<'p>,
+}
+
+/// Whose variables a [`Vars`] holds: the request's, or the item with this template
+/// kind and holder.
+#[derive(Clone, Copy)]
+enum Whose<'p> {
+    Request,
+    Item(Option<&'p str>, &'p HolderReference),
+}
+
+impl std::fmt::Display for Whose<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Whose::Request => f.write_str("the request"),
+            Whose::Item(kind, h) => write!(
+                f,
+                "{} of {} {} ({})",
+                kind.unwrap_or("template"),
+                h.kind,
+                h.name,
+                h.field_path
+            ),
+        }
+    }
+}
+
+impl<'p, 'a: 'p> Vars<'p, 'a> {
+    fn new(
+        pack: &'p Pack,
+        parts: Vec<(&'a str, Part<'a>)>,
+        add_missing: bool,
+        whose: Whose<'p>,
+    ) -> Self {
+        let mut names: Vec<&'p str> = Vec::with_capacity(parts.len());
+        for (n, _) in &parts {
+            if !names.contains(n) {
+                names.push(n);
+            }
+        }
+        if add_missing {
+            for p in &pack.variables {
+                if !names.contains(&p.name.as_str()) && p.schema.get("default").is_some() {
+                    names.push(&p.name);
+                }
+            }
+        }
+        let built = names.iter().map(|_| OnceCell::new()).collect();
+        Vars {
+            pack,
+            parts,
+            names,
+            built,
+            whose,
+        }
+    }
+
+    /// The variable `name`: the last part of that name, except `builtin`, whose parts
+    /// are deep-merged in order (CAPI's `MergeVariableMaps`).
+    fn get(&self, name: &str) -> Result<Option<&Value>, GenerateError> {
+        let Some(i) = self.names.iter().position(|n| *n == name) else {
+            return Ok(None);
+        };
+        let Some(cell) = self.built.get(i) else {
+            return Ok(None);
+        };
+        cell.get_or_init(|| self.build(name))
+            .as_ref()
+            .map(Option::as_ref)
+            .map_err(|e| GenerateError(e.clone()))
+    }
+
+    fn build(&self, name: &str) -> Result<Option<Value>, String> {
+        let def = self.pack.variables.iter().find(|p| p.name == name);
+        let mut value: Option<Value> = None;
+        for (_, part) in self.parts.iter().filter(|(n, _)| *n == name) {
+            let mut v = part.to_value().map_err(|e| {
+                format!(
+                    "pack {:?}: variable {name:?} of {}: {e}",
+                    self.pack.name, self.whose
+                )
+            })?;
+            if let Some(def) = def {
+                def.compiled.apply_defaults(&mut v);
+            }
+            match &mut value {
+                Some(existing) if name == variables::BUILTIN => variables::deep_merge(existing, &v),
+                _ => value = Some(v),
+            }
+        }
+        if value.is_none() {
+            // Only names added for their default get here without parts.
+            value = def.and_then(|d| Some(d.compiled.default_value(d.schema.get("default")?)));
+        }
+        Ok(value)
+    }
+
+    fn names(&self) -> &[&'p str] {
+        &self.names
+    }
 }
 
 fn generate_in(
@@ -390,8 +483,7 @@ fn generate_in(
     globals: Vec<(&str, Part<'_>)>,
     items: Vec<ItemIn<'_>>,
 ) -> Result<Vec<GeneratePatchesResponseItem>, GenerateError> {
-    let globals = build_vars(pack, &globals, || "the request".to_string())?;
-    let globals = variables::merge_owned(defaulted(pack, globals, true));
+    let globals = Vars::new(pack, globals, true, Whose::Request);
     let headers: Vec<Header> = items.iter().map(|it| Header::of(&it.object)).collect();
     let keys: Vec<(&HolderReference, [&str; 3])> = items
         .iter()
@@ -422,69 +514,85 @@ fn generate_in(
     Ok(out)
 }
 
-/// The variables one item's patches see: the request's (shared, never copied) under
-/// the item's own, with `builtin` deep-merged. The merged `builtin`, and the whole set
-/// as one object for templates, are built only if a patch asks for them.
-struct Scope<'a> {
-    globals: &'a Map<String, Value>,
-    item: Map<String, Value>,
+/// The variables one item's patches see: the request's (shared, built once) under the
+/// item's own, with `builtin` deep-merged. The merged `builtin`, and the whole set as
+/// one object for templates, are built only if a patch asks for them.
+struct Scope<'g, 'p, 'a> {
+    globals: &'g Vars<'p, 'a>,
+    item: &'g Vars<'p, 'a>,
     builtin: OnceCell<Option<Value>>,
     all: OnceCell<Value>,
     /// `all` as templates run on it, converted once for every template of the item.
     prepared: super::template::Prepared,
 }
 
-impl<'a> Scope<'a> {
-    fn new(globals: &'a Map<String, Value>, item: Vec<Variable>, pack: &Pack) -> Self {
-        Scope {
-            globals,
-            item: variables::merge_owned(defaulted(pack, item, false)),
-            builtin: OnceCell::new(),
-            all: OnceCell::new(),
-            prepared: super::template::Prepared::new(),
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<&Value> {
+impl<'g, 'p, 'a: 'p> Scope<'g, 'p, 'a> {
+    fn get(&self, name: &str) -> Result<Option<&Value>, GenerateError> {
         if name == variables::BUILTIN {
-            if let Some(own) = self.item.get(name) {
-                return self
+            if let Some(own) = self.item.get(name)? {
+                let global = self.globals.get(name)?;
+                return Ok(self
                     .builtin
                     .get_or_init(|| {
-                        let mut merged = self.globals.get(name).cloned()?;
+                        let mut merged = global?.clone();
                         variables::deep_merge(&mut merged, own);
                         Some(merged)
                     })
                     .as_ref()
-                    .or(Some(own));
+                    .or(Some(own)));
             }
         }
-        self.item.get(name).or_else(|| self.globals.get(name))
+        match self.item.get(name)? {
+            Some(v) => Ok(Some(v)),
+            None => self.globals.get(name),
+        }
     }
 
-    fn all(&self) -> &Value {
-        self.all.get_or_init(|| {
-            let mut m = self.globals.clone();
-            for (k, v) in &self.item {
-                if let Some(merged) = self.get(k) {
-                    m.insert(k.clone(), merged.clone());
-                } else {
-                    m.insert(k.clone(), v.clone());
+    /// [`Self::get`] for [`variables::lookup_in`], which takes an infallible lookup:
+    /// a variable that does not build is kept in `err`.
+    fn lookup(&self, path: &str) -> Result<Result<&Value, VariableError>, GenerateError> {
+        let mut err = None;
+        let found = variables::lookup_in(
+            |n| match self.get(n) {
+                Ok(v) => v,
+                Err(e) => {
+                    err = Some(e);
+                    None
                 }
+            },
+            path,
+        );
+        match err {
+            Some(e) => Err(e),
+            None => Ok(found),
+        }
+    }
+
+    fn all(&self) -> Result<&Value, GenerateError> {
+        if let Some(v) = self.all.get() {
+            return Ok(v);
+        }
+        let mut m = Map::new();
+        for name in self.globals.names().iter().chain(self.item.names()) {
+            if m.contains_key(*name) {
+                continue;
             }
-            Value::Object(m)
-        })
+            if let Some(v) = self.get(name)? {
+                m.insert(name.to_string(), v.clone());
+            }
+        }
+        Ok(self.all.get_or_init(|| Value::Object(m)))
     }
 }
 
 /// The JSON patch ops of every patch of the pack for one item, checked by applying
 /// them in order to the template, as CAPI will.
-fn item_ops(
-    pack: &Pack,
+fn item_ops<'p, 'a: 'p>(
+    pack: &'p Pack,
     only: Option<usize>,
-    globals: &Map<String, Value>,
-    item: ItemIn<'_>,
-    header: &Header<'_>,
+    globals: &Vars<'p, 'a>,
+    item: ItemIn<'a>,
+    header: &'p Header<'p>,
 ) -> Result<Vec<PatchOperation>, GenerateError> {
     let ItemIn {
         holder,
@@ -492,23 +600,18 @@ fn item_ops(
         variables: item_vars,
         ..
     } = item;
+    let whose = Whose::Item(header.kind.as_deref(), holder);
+    let item_vars = Vars::new(pack, item_vars, false, whose);
     // `builtin.<which>.class` of the item's own `builtin` (the last one, as merging
     // keeps it), read only if a selector names a class.
     let own_builtin = item_vars
+        .parts
         .iter()
         .rev()
         .find(|(n, _)| *n == variables::BUILTIN)
         .map(|(_, p)| p);
     let builtin = |which: &str| own_builtin.and_then(|p| p.class(which)).map(Cow::Owned);
-    let what = || {
-        format!(
-            "{} of {} {} ({})",
-            header.kind.as_deref().unwrap_or("template"),
-            holder.kind,
-            holder.name,
-            holder.field_path
-        )
-    };
+    let what = || whose.to_string();
     let fail = |index: usize, place: String, problem: String| {
         GenerateError(format!(
             "pack {:?} patch {:?}{place} on {}: {problem}",
@@ -545,21 +648,22 @@ fn item_ops(
         if matching.peek().is_none() {
             continue;
         }
-        if scope.is_none() {
-            let vars = build_vars(pack, &item_vars, what)?;
-            scope = Some(Scope::new(globals, vars, pack));
-        }
-        let Some(scope) = scope.as_ref() else {
-            continue;
-        };
+        let scope = scope.get_or_insert_with(|| Scope {
+            globals,
+            item: &item_vars,
+            builtin: OnceCell::new(),
+            all: OnceCell::new(),
+            prepared: super::template::Prepared::new(),
+        });
         if let Some(cond) = &patch.enabled_if {
-            let on = super::template::enabled(cond, scope.all(), &scope.prepared).map_err(|e| {
-                fail(
-                    index,
-                    " enabledIf".into(),
-                    super::template::error_message(&e),
-                )
-            })?;
+            let on =
+                super::template::enabled(cond, scope.all()?, &scope.prepared).map_err(|e| {
+                    fail(
+                        index,
+                        " enabledIf".into(),
+                        super::template::error_message(&e),
+                    )
+                })?;
             if !on {
                 continue;
             }
@@ -569,15 +673,13 @@ fn item_ops(
                 let value = match &jp.value {
                     _ if jp.op == Op::Remove => None,
                     Some(PatchValue::Literal(v)) => Some(v.clone()),
-                    Some(PatchValue::Variable(name)) => Some(
-                        variables::lookup_in(|n| scope.get(n), name)
-                            .cloned()
-                            .map_err(|e: VariableError| {
-                                fail(index, place(d, j, jp), e.to_string())
-                            })?,
-                    ),
+                    Some(PatchValue::Variable(name)) => {
+                        Some(scope.lookup(name)?.cloned().map_err(|e: VariableError| {
+                            fail(index, place(d, j, jp), e.to_string())
+                        })?)
+                    }
                     Some(PatchValue::Template(t)) => Some(
-                        t.render_value_prepared(scope.all(), &scope.prepared)
+                        t.render_value_prepared(scope.all()?, &scope.prepared)
                             .map_err(|e| {
                                 fail(index, place(d, j, jp), super::template::error_message(&e))
                             })?,
@@ -688,30 +790,4 @@ fn missing_parents(
             }
         }
     }
-}
-
-/// The pack's variables with schema defaults applied, as CAPI applies them before
-/// calling (so values written before a pack gained a defaulted field still work).
-/// With `add_missing`, a variable absent but with a top-level default is added, as
-/// CAPI does for Cluster-level values; per-item overrides are never invented.
-fn defaulted(pack: &Pack, mut vars: Vec<Variable>, add_missing: bool) -> Vec<Variable> {
-    for v in &mut vars {
-        if let Some(p) = pack.variables.iter().find(|p| p.name == v.name) {
-            p.compiled.apply_defaults(&mut v.value);
-        }
-    }
-    if add_missing {
-        for p in &pack.variables {
-            if vars.iter().any(|v| v.name == p.name) {
-                continue;
-            }
-            if let Some(d) = p.schema.get("default") {
-                vars.push(Variable {
-                    name: p.name.clone(),
-                    value: p.compiled.default_value(d),
-                });
-            }
-        }
-    }
-    vars
 }

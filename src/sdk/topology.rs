@@ -141,8 +141,8 @@ pub struct RawGeneratePatchesItem<'a> {
 /// (`runtime.RawExtension`) and each variable value (`apiextensionsv1.JSON`) stays JSON
 /// text, borrowed from the body, until a patch needs it as a tree.
 ///
-/// A pack has ops for few of a Cluster's templates (`openstack-v1`: the six OpenStack
-/// ones of twelve), and only those are built. The engine reads every body through
+/// A pack has ops for few of a Cluster's templates (the `openstack` pack: the six
+/// OpenStack ones of twelve), and only those are built. The engine reads every body through
 /// this type, with or without its answer cache, so whether a value serde cannot build
 /// (a number beyond `f64`, a lone surrogate escape) fails a call depends on whether a
 /// patch needs it, never on how the server is configured.
