@@ -60,14 +60,17 @@ pub fn stable_order<'k, T>(
 
 /// `[apiVersion, kind, metadata.name]` of a template, empty where absent.
 pub fn object_key(obj: &Value) -> [&str; 3] {
-    fn s(v: Option<&Value>) -> &str {
-        v.and_then(Value::as_str).unwrap_or_default()
-    }
+    header_fields(obj).map(Option::unwrap_or_default)
+}
+
+/// `apiVersion`, `kind` and `metadata.name` as a tree holds them: absent unless a string.
+fn header_fields(v: &Value) -> [Option<&str>; 3] {
     [
-        s(obj.get("apiVersion")),
-        s(obj.get("kind")),
-        s(obj.get("metadata").and_then(|m| m.get("name"))),
+        v.get("apiVersion"),
+        v.get("kind"),
+        v.get("metadata").and_then(|m| m.get("name")),
     ]
+    .map(|f| f.and_then(Value::as_str))
 }
 
 /// A template, or a variable's value, as the engine gets it.
@@ -171,23 +174,8 @@ impl<'a> Header<'a> {
             #[serde(borrow, default)]
             name: Option<Cow<'a, str>>,
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Fields<'a> {
-            #[serde(borrow, default)]
-            api_version: Option<Cow<'a, str>>,
-            #[serde(borrow, default)]
-            kind: Option<Cow<'a, str>>,
-            #[serde(borrow, default)]
-            metadata: Option<Meta<'a>>,
-        }
         let owned = |v: &Value| {
-            let [a, k, n] = [
-                v.get("apiVersion"),
-                v.get("kind"),
-                v.get("metadata").and_then(|m| m.get("name")),
-            ]
-            .map(|f| f.and_then(Value::as_str).map(|s| Cow::Owned(s.to_string())));
+            let [a, k, n] = header_fields(v).map(|f| f.map(|s| Cow::Owned(s.to_string())));
             Header {
                 api_version: a,
                 kind: k,
@@ -196,13 +184,7 @@ impl<'a> Header<'a> {
         };
         match part {
             Part::Ref(v) => {
-                let v: &'a Value = v;
-                let [a, k, n] = [
-                    v.get("apiVersion"),
-                    v.get("kind"),
-                    v.get("metadata").and_then(|m| m.get("name")),
-                ]
-                .map(|f| f.and_then(Value::as_str).map(Cow::Borrowed));
+                let [a, k, n] = header_fields(v).map(|f| f.map(Cow::Borrowed));
                 Header {
                     api_version: a,
                     kind: k,
@@ -210,25 +192,14 @@ impl<'a> Header<'a> {
                 }
             }
             Part::Own(v) => owned(v),
-            Part::Raw(r) => {
-                let text: &'a str = r.get();
-                match serde_json::from_str::<Fields<'a>>(text) {
-                    Ok(f) => Header {
-                        api_version: f.api_version,
-                        kind: f.kind,
-                        name: f.metadata.and_then(|m| m.name),
-                    },
-                    // Not an object, a field of another type, a duplicate key: read
-                    // as a tree reads it (the last duplicate wins, a non-string is absent).
-                    Err(_) => serde_json::from_str::<Value>(text)
-                        .map(|v| owned(&v))
-                        .unwrap_or_default(),
-                }
-            }
+            Part::Raw(r) => serde_json::from_str::<Value>(r.get())
+                .map(|v| owned(&v))
+                .unwrap_or_default(),
             Part::Fields(f) => {
                 let name = f.get("metadata").and_then(|m| {
                     match serde_json::from_str::<Option<Meta<'a>>>(m.get()) {
                         Ok(meta) => meta?.name,
+                        // Another type, a duplicate key: read as a tree reads it.
                         Err(_) => serde_json::from_str::<Value>(m.get())
                             .ok()?
                             .get("name")?
