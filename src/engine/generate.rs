@@ -614,7 +614,7 @@ fn item_ops<'p, 'a: 'p>(
             .definitions
             .iter()
             .enumerate()
-            .filter(|(_, d)| selector::matches(&d.selector, holder, api_version, kind, &builtin))
+            .filter(|(_, d)| selector::matches(&d.selector, holder, api_version, kind, builtin))
             .peekable();
         if matching.peek().is_none() {
             continue;
