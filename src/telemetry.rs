@@ -7,6 +7,8 @@
 //! each time its queue runs dry, so under load many lines share one `write(2)`
 //! while a quiet server still shows every line at once.
 
+use std::io::IsTerminal;
+
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::{fmt, EnvFilter};
 
@@ -23,9 +25,11 @@ pub fn init(format: LogFormat) -> WorkerGuard {
                 64 * 1024,
                 std::io::stdout(),
             ));
+    // Colours only on a terminal: in `kubectl logs` or a file they are escape codes.
     let builder = fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(std::io::stdout().is_terminal())
         .with_writer(writer);
     // A second init (tests) is harmless: keep the first subscriber.
     let _ = match format {
