@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::sdk::common::{Settings, Variable};
 use crate::sdk::topology::{
-    GeneratePatchesRequest, GeneratePatchesRequestItem, RawGeneratePatchesItem,
+    builtin_cluster, GeneratePatchesRequest, GeneratePatchesRequestItem, RawGeneratePatchesItem,
     RawGeneratePatchesRequest, RawVariable,
 };
 use crate::sdk::{Hook, API_VERSION};
@@ -197,25 +197,14 @@ impl<'a> GeneratePatchesWire<'a> {
             namespace: Option<String>,
         }
         #[derive(Deserialize)]
-        struct Builtin {
-            cluster: Named,
-        }
-        #[derive(Deserialize)]
         struct Holder {
             kind: String,
             #[serde(flatten)]
             named: Named,
         }
         let builtin = self.variables.iter().find(|v| v.name == "builtin");
-        if let Some(Ok(Builtin {
-            cluster:
-                Named {
-                    name: Some(n),
-                    namespace: Some(ns),
-                },
-        })) = builtin.map(|b| serde_json::from_str::<Builtin>(b.value.get()))
-        {
-            return Some((ns, n));
+        if let Some(found) = builtin.and_then(|b| builtin_cluster(b.value)) {
+            return Some(found);
         }
         self.items.iter().find_map(|i| {
             let h: Holder = serde_json::from_str(i.holder_reference.get()).ok()?;

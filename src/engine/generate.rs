@@ -257,9 +257,9 @@ pub fn generate_only(
     generate_in(pack, only, globals, items)
 }
 
-/// [`generate`] for a request the caller no longer needs whole: its variable values
-/// and templates are moved into the engine instead of copied. The items keep their
-/// uids, holders and variable names.
+/// [`generate`] for a request the caller no longer needs whole: its templates are
+/// moved into the engine instead of copied (a variable is copied when a patch reads
+/// it). The items keep their uids, holders and variable names.
 pub fn generate_consuming(
     pack: &Pack,
     req: &mut GeneratePatchesRequest,

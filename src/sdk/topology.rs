@@ -160,34 +160,36 @@ pub struct RawGeneratePatchesRequest<'a> {
 impl RawGeneratePatchesRequest<'_> {
     /// `(namespace, name)` of the Cluster the request is for, when it says.
     pub fn cluster(&self) -> Option<(String, String)> {
-        #[derive(Deserialize)]
-        struct Named {
-            #[serde(default)]
-            name: Option<String>,
-            #[serde(default)]
-            namespace: Option<String>,
-        }
-        #[derive(Deserialize)]
-        struct Builtin {
-            cluster: Named,
-        }
-        let builtin = self.variables.iter().find(|v| v.name == "builtin");
-        if let Some(Ok(Builtin {
-            cluster:
-                Named {
-                    name: Some(n),
-                    namespace: Some(ns),
-                },
-        })) = builtin.map(|b| serde_json::from_str::<Builtin>(b.value.get()))
-        {
-            return Some((ns, n));
-        }
-        self.items
+        self.variables
             .iter()
-            .map(|i| &i.holder_reference)
-            .find(|h| h.kind == "Cluster")
-            .map(|h| (h.namespace.clone(), h.name.clone()))
+            .find(|v| v.name == "builtin")
+            .and_then(|b| builtin_cluster(b.value))
+            .or_else(|| {
+                self.items
+                    .iter()
+                    .map(|i| &i.holder_reference)
+                    .find(|h| h.kind == "Cluster")
+                    .map(|h| (h.namespace.clone(), h.name.clone()))
+            })
     }
+}
+
+/// `(namespace, name)` of `builtin.cluster` in a raw `builtin` value, read without
+/// building the rest of it.
+pub fn builtin_cluster(builtin: &RawValue) -> Option<(String, String)> {
+    #[derive(Deserialize)]
+    struct Named {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        namespace: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Builtin {
+        cluster: Named,
+    }
+    let c = serde_json::from_str::<Builtin>(builtin.get()).ok()?.cluster;
+    Some((c.namespace?, c.name?))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
