@@ -154,12 +154,16 @@ async fn inline_and_served_external_patches_give_identical_objects() {
     )
     .unwrap();
 
-    let srv = Server::start(&[
-        "--capi-version",
-        "1.14",
-        "--extensions",
-        root().join("tests/fixtures/packs").to_str().unwrap(),
-    ]);
+    let srv = Server::start_with_env(
+        &[
+            "--capi-version",
+            "1.14",
+            "--extensions",
+            root().join("tests/fixtures/packs").to_str().unwrap(),
+        ],
+        // Successful topology calls are logged at debug.
+        &[("RUST_LOG", Some("info,stackhook::server::app=debug"))],
+    );
     let remote = Remote {
         client: client(srv.ca_pem.as_ref().unwrap(), Proto::H2),
         base: srv.https.clone(),

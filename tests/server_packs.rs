@@ -304,8 +304,15 @@ async fn the_load_benchmark_body_is_answered() {
 /// exactly as a server without the cache computes them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_request_is_answered_from_the_cache_with_its_own_uids() {
-    let cached = Server::start(&["--capi-version", "1.14"]);
-    let plain = Server::start(&["--capi-version", "1.14", "--patch-cache-entries", "0"]);
+    // Successful topology calls are logged at debug.
+    let cached = Server::start_with_env(
+        &["--capi-version", "1.14"],
+        &[("RUST_LOG", Some("info,stackhook::server::app=debug"))],
+    );
+    let plain = Server::start_with_env(
+        &["--capi-version", "1.14", "--patch-cache-entries", "0"],
+        &[("RUST_LOG", Some("info"))],
+    );
     let cc = client(cached.ca_pem.as_ref().unwrap(), Proto::H1);
     let pc = client(plain.ca_pem.as_ref().unwrap(), Proto::H1);
     let base: Value = serde_json::from_slice(
@@ -370,6 +377,26 @@ async fn a_resent_request_is_answered_from_the_cache_with_its_own_uids() {
             .all(|l| l["cluster_name"] == "prod1" && l["cluster_namespace"] == "team-a"),
         "{logs:?}"
     );
+
+    // At info, the four successful calls leave no line; a refused one does.
+    let (_, _, refused) =
+        server::post_raw(&pc, &plain.url(&path), br#"{"items": 5}"#.to_vec()).await;
+    let refused: Value = serde_json::from_slice(&refused).unwrap();
+    assert_eq!(refused["status"], "Failure", "{refused}");
+    let mut logs = Vec::new();
+    for _ in 0..50 {
+        logs.extend(plain.drain_logs());
+        if logs.iter().any(|l| l["hook"] == "GeneratePatches") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let outcomes: Vec<&Value> = logs
+        .iter()
+        .filter(|l| l["hook"] == "GeneratePatches")
+        .map(|l| &l["outcome"])
+        .collect();
+    assert_eq!(outcomes, ["decode_error"], "{logs:?}");
 }
 
 /// Without Kubernetes access there is no identity Secret to read: the openstack-v1

@@ -92,8 +92,9 @@ impl Part<'_> {
         }
     }
 
-    /// `<which>.class` of a `builtin` value, without building the rest of it.
-    fn class(&self, which: &str) -> Option<String> {
+    /// `machineDeployment.class` and `machinePool.class` of a `builtin` value, without
+    /// building the rest of it.
+    fn classes(&self) -> Classes {
         #[derive(Deserialize)]
         struct Class {
             #[serde(default)]
@@ -107,27 +108,25 @@ impl Part<'_> {
             #[serde(default)]
             machine_pool: Option<Class>,
         }
+        let of_tree = |v: &Value| Classes {
+            machine_deployment: selector::class_in(v, "machineDeployment"),
+            machine_pool: selector::class_in(v, "machinePool"),
+        };
         let r = match self {
             Part::Raw(r) => r,
-            Part::Ref(v) => return selector::class_in(v, which),
-            Part::Own(v) => return selector::class_in(v, which),
-            Part::Fields(_) => {
-                return self
-                    .to_value()
-                    .ok()
-                    .and_then(|v| selector::class_in(&v, which))
-            }
+            Part::Ref(v) => return of_tree(v),
+            Part::Own(v) => return of_tree(v),
+            Part::Fields(_) => return self.to_value().map(|v| of_tree(&v)).unwrap_or_default(),
         };
         match serde_json::from_str::<Builtin>(r.get()) {
-            Ok(b) => match which {
-                "machineDeployment" => b.machine_deployment?.class,
-                "machinePool" => b.machine_pool?.class,
-                _ => None,
+            Ok(b) => Classes {
+                machine_deployment: b.machine_deployment.and_then(|c| c.class),
+                machine_pool: b.machine_pool.and_then(|c| c.class),
             },
             // Another type somewhere, a duplicate key: read as the tree reads it.
             Err(_) => serde_json::from_str::<Value>(r.get())
-                .ok()
-                .and_then(|v| selector::class_in(&v, which)),
+                .map(|v| of_tree(&v))
+                .unwrap_or_default(),
         }
     }
 
@@ -139,6 +138,13 @@ impl Part<'_> {
             Part::Own(v) => Ok(v.clone()),
         }
     }
+}
+
+/// The classes in an item's own `builtin`, which selectors match names against.
+#[derive(Debug, Default)]
+struct Classes {
+    machine_deployment: Option<String>,
+    machine_pool: Option<String>,
 }
 
 /// One request item as the engine reads it.
@@ -474,7 +480,8 @@ fn generate_in(
         if ops.is_empty() {
             continue;
         }
-        let bytes = serde_json::to_vec(&ops)
+        let wire: Vec<WireOp> = ops.iter().map(WireOp).collect();
+        let bytes = serde_json::to_vec(&wire)
             .map_err(|e| GenerateError(format!("pack {:?}: encoding patch: {e}", pack.name)))?;
         out.push(GeneratePatchesResponseItem {
             uid: uid.to_string(),
@@ -483,6 +490,30 @@ fn generate_in(
         });
     }
     Ok(out)
+}
+
+/// An op as RFC 6902 writes it, the same bytes as `PatchOperation`'s own `Serialize`.
+/// That one is derived as an internally tagged enum, which serde writes through a
+/// tagging adapter; every answer's ops are written here, so they are written directly.
+struct WireOp<'a>(&'a PatchOperation);
+
+impl serde::Serialize for WireOp<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (op, path, value) = match self.0 {
+            PatchOperation::Add(a) => ("add", &a.path, Some(&a.value)),
+            PatchOperation::Replace(r) => ("replace", &r.path, Some(&r.value)),
+            PatchOperation::Remove(r) => ("remove", &r.path, None),
+            other => return other.serialize(s),
+        };
+        let mut m = s.serialize_map(Some(if value.is_some() { 3 } else { 2 }))?;
+        m.serialize_entry("op", op)?;
+        m.serialize_entry("path", path.as_str())?;
+        if let Some(v) = value {
+            m.serialize_entry("value", v)?;
+        }
+        m.end()
+    }
 }
 
 /// The variables one item's patches see: the request's (shared, built once) under the
@@ -574,14 +605,23 @@ fn item_ops<'p, 'a: 'p>(
     let whose = Whose::Item(header.kind.as_deref(), holder);
     let item_vars = Vars::new(pack, item_vars, false, whose);
     // `builtin.<which>.class` of the item's own `builtin` (the last one, as merging
-    // keeps it), read only if a selector names a class.
+    // keeps it), read once, and only if a selector names a class.
     let own_builtin = item_vars
         .parts
         .iter()
         .rev()
         .find(|(n, _)| *n == variables::BUILTIN)
         .map(|(_, p)| p);
-    let builtin = |which: &str| own_builtin.and_then(|p| p.class(which)).map(Cow::Owned);
+    let classes: OnceCell<Classes> = OnceCell::new();
+    let builtin = |which: &str| {
+        let c = classes.get_or_init(|| own_builtin.map(|p| p.classes()).unwrap_or_default());
+        match which {
+            "machineDeployment" => c.machine_deployment.as_deref(),
+            "machinePool" => c.machine_pool.as_deref(),
+            _ => None,
+        }
+        .map(Cow::Borrowed)
+    };
     let what = || whose.to_string();
     let fail = |index: usize, place: String, problem: String| {
         GenerateError(format!(
@@ -760,5 +800,38 @@ fn missing_parents(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use json_patch::jsonptr::PointerBuf;
+    use serde_json::json;
+
+    #[test]
+    fn ops_are_written_as_the_library_writes_them() {
+        let path = |s: &str| PointerBuf::parse(s).unwrap();
+        let ops = vec![
+            PatchOperation::Add(AddOperation {
+                path: path("/spec/template/spec/a~1b/c~0d/-"),
+                value: json!({"quote\"and\\slash": ["\u{e9}", 1.5, null, {"n": -3}]}),
+            }),
+            PatchOperation::Replace(ReplaceOperation {
+                path: path("/metadata/labels/x"),
+                value: json!("line\nbreak\u{1}"),
+            }),
+            PatchOperation::Remove(RemoveOperation { path: path("") }),
+            PatchOperation::Test(json_patch::TestOperation {
+                path: path("/kind"),
+                value: json!("T"),
+            }),
+        ];
+        let ours = serde_json::to_vec(&ops.iter().map(WireOp).collect::<Vec<_>>()).unwrap();
+        let library = serde_json::to_vec(&ops).unwrap();
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            String::from_utf8(library).unwrap()
+        );
     }
 }

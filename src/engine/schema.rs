@@ -407,6 +407,7 @@ pub struct CompiledSchema {
     schema: Value,
     validator: jsonschema::Validator,
     cel: CelNode,
+    defaults: Defaults,
 }
 
 impl std::fmt::Debug for CompiledSchema {
@@ -427,6 +428,7 @@ impl CompiledSchema {
             schema: schema.clone(),
             validator,
             cel,
+            defaults: Defaults::build(schema).unwrap_or_default(),
         };
         compiled.check_defaults(schema, "")?;
         Ok(compiled)
@@ -442,6 +444,7 @@ impl CompiledSchema {
                 schema: s.clone(),
                 validator: validator_for(s).map_err(|e| (place.to_string(), e))?,
                 cel: CelNode::default(),
+                defaults: Defaults::default(),
             };
             let errors = node.validate(d);
             if let Some((p, e)) = errors.first() {
@@ -471,13 +474,13 @@ impl CompiledSchema {
     /// The value with schema defaults filled in, as CAPI does before it sends values.
     pub fn default_value(&self, value: &Value) -> Value {
         let mut v = value.clone();
-        apply_defaults(&self.schema, &mut v);
+        self.defaults.apply(&mut v);
         v
     }
 
     /// [`Self::default_value`] on a value the caller owns.
     pub fn apply_defaults(&self, value: &mut Value) {
-        apply_defaults(&self.schema, value);
+        self.defaults.apply(value);
     }
 
     /// The schema's own top-level `default`, which CAPI adds for an unset variable.
@@ -571,36 +574,76 @@ fn is_cidr(s: &str) -> bool {
     }
 }
 
-fn apply_defaults(s: &Value, v: &mut Value) {
-    let Some(obj) = s.as_object() else { return };
-    match v {
-        Value::Object(m) => {
-            if let Some(props) = obj.get("properties").and_then(Value::as_object) {
-                for (k, ps) in props {
+/// A schema's `default`s, kept only along the nodes that have one at or below them.
+/// Values are defaulted on every GeneratePatches call, and walking the whole schema
+/// (most of whose nodes have no default) cost more than the defaults themselves.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Defaults {
+    /// `(name, its default, the defaults inside it)`, in the schema's order.
+    properties: Vec<(String, Option<Value>, Defaults)>,
+    additional: Option<Box<Defaults>>,
+    items: Option<Box<Defaults>>,
+}
+
+impl Defaults {
+    /// `None` when no node at or below `s` (other than `s` itself) has a default.
+    fn build(s: &Value) -> Option<Defaults> {
+        let obj = s.as_object()?;
+        let properties: Vec<_> = obj
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, ps)| {
+                let default = ps.get("default").cloned();
+                let inner = Defaults::build(ps);
+                (default.is_some() || inner.is_some())
+                    .then(|| (k.clone(), default, inner.unwrap_or_default()))
+            })
+            .collect();
+        let additional = obj
+            .get("additionalProperties")
+            .filter(|a| a.is_object())
+            .and_then(Defaults::build)
+            .map(Box::new);
+        let items = obj.get("items").and_then(Defaults::build).map(Box::new);
+        (!properties.is_empty() || additional.is_some() || items.is_some()).then_some(Defaults {
+            properties,
+            additional,
+            items,
+        })
+    }
+
+    /// Fills absent properties with their defaults, the defaults' own insides too, as
+    /// the API server defaults a structural schema.
+    fn apply(&self, v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                for (k, default, inner) in &self.properties {
                     if !m.contains_key(k) {
-                        if let Some(d) = ps.get("default") {
+                        if let Some(d) = default {
                             m.insert(k.clone(), d.clone());
                         }
                     }
                     if let Some(child) = m.get_mut(k) {
-                        apply_defaults(ps, child);
+                        inner.apply(child);
+                    }
+                }
+                if let Some(ap) = &self.additional {
+                    for child in m.values_mut() {
+                        ap.apply(child);
                     }
                 }
             }
-            if let Some(ap) = obj.get("additionalProperties").filter(|a| a.is_object()) {
-                for child in m.values_mut() {
-                    apply_defaults(ap, child);
+            Value::Array(a) => {
+                if let Some(items) = &self.items {
+                    for child in a {
+                        items.apply(child);
+                    }
                 }
             }
+            _ => {}
         }
-        Value::Array(a) => {
-            if let Some(items) = obj.get("items") {
-                for child in a {
-                    apply_defaults(items, child);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
@@ -668,6 +711,40 @@ mod tests {
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert_eq!(errs[0].0, "");
         assert_eq!(errs[1].0, ".a");
+    }
+
+    #[test]
+    fn defaults_reach_inside_defaults_maps_and_lists() {
+        let c = CompiledSchema::compile(&json!({"type": "object", "properties": {
+            "plain": {"type": "string"},
+            "net": {"type": "object", "default": {}, "properties": {
+                "mtu": {"type": "integer", "default": 1450},
+                "name": {"type": "string"}}},
+            "pools": {"type": "object", "additionalProperties": {"type": "object",
+                "properties": {"size": {"type": "integer", "default": 3}}}},
+            "zones": {"type": "array", "items": {"type": "object",
+                "properties": {"weight": {"type": "integer", "default": 1}}}}
+        }}))
+        .unwrap();
+        let v = c.default_value(&json!({"plain": "x", "pools": {"a": {}, "b": {"size": 5}},
+            "zones": [{}, {"weight": 2}]}));
+        assert_eq!(
+            v,
+            json!({"plain": "x", "net": {"mtu": 1450},
+                "pools": {"a": {"size": 3}, "b": {"size": 5}},
+                "zones": [{"weight": 1}, {"weight": 2}]})
+        );
+        // A given value is kept, and nothing is added where the schema has no default.
+        let v = c.default_value(&json!({"net": {"mtu": 9000}}));
+        assert_eq!(v, json!({"net": {"mtu": 9000}}));
+        // A schema without defaults keeps nothing to walk.
+        assert_eq!(
+            Defaults::build(
+                &json!({"type": "object", "properties": {"a": {"type": "object",
+                "properties": {"b": {"type": "string"}}}}})
+            ),
+            None
+        );
     }
 
     #[test]

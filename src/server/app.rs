@@ -223,16 +223,37 @@ impl App {
             .as_ref()
             .map(|(a, b)| (a.as_str(), b.as_str()))
             .unwrap_or(("", ""));
-        tracing::info!(
-            hook = hook.name(),
-            handler,
-            cluster_namespace = ns,
-            cluster_name = name,
-            outcome = reply.outcome.as_str(),
-            duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-            detail = reply.message.as_str(),
-            "hook call"
+        // CAPI calls the topology hooks on every reconcile of every Cluster (and
+        // Discovery on every ExtensionConfig sync): their successful calls are counted
+        // in /metrics and logged at debug only. The other hooks (decisions about one
+        // Cluster) and every failure are logged at info.
+        macro_rules! call {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    hook = hook.name(),
+                    handler,
+                    cluster_namespace = ns,
+                    cluster_name = name,
+                    outcome = reply.outcome.as_str(),
+                    duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                    detail = reply.message.as_str(),
+                    "hook call"
+                )
+            };
+        }
+        let routine = matches!(
+            hook,
+            Hook::Discovery
+                | Hook::GeneratePatches
+                | Hook::ValidateTopology
+                | Hook::DiscoverVariables
         );
+        if reply.outcome == Outcome::success && routine {
+            call!(tracing::Level::DEBUG);
+        } else {
+            call!(tracing::Level::INFO);
+        }
         reply
     }
 
