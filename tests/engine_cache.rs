@@ -330,17 +330,24 @@ fn the_raw_reading_gives_the_decoded_requests_answer() {
 /// first item whose template kind is `kind`.
 fn with_raw_field(kind: &str, field: &str, text: &str) -> Vec<u8> {
     let mut v = body();
-    let marker = "@@RAW@@";
     let item = v["items"]
         .as_array_mut()
         .unwrap()
         .iter_mut()
         .find(|i| i["object"]["kind"] == kind)
         .unwrap();
-    item["object"][field] = json!(marker);
-    serde_json::to_string(&v)
+    item["object"][field] = json!(MARKER);
+    splice(&v, text)
+}
+
+/// Where [`splice`] puts its text.
+const MARKER: &str = "@@RAW@@";
+
+/// `v` written as JSON, with the string [`MARKER`] replaced by `text` as written.
+fn splice(v: &Value, text: &str) -> Vec<u8> {
+    serde_json::to_string(v)
         .unwrap()
-        .replace(&format!("\"{marker}\""), text)
+        .replace(&format!("\"{MARKER}\""), text)
         .into_bytes()
 }
 
@@ -393,15 +400,11 @@ fn a_template_with_a_duplicate_kind_is_read_as_a_tree_reads_it() {
 /// The request with one more request-wide variable, its value `text` as written.
 fn with_raw_variable(name: &str, text: &str) -> Vec<u8> {
     let mut v = body();
-    let marker = "@@RAW@@";
     v["variables"]
         .as_array_mut()
         .unwrap()
-        .push(json!({"name": name, "value": marker}));
-    serde_json::to_string(&v)
-        .unwrap()
-        .replace(&format!("\"{marker}\""), text)
-        .into_bytes()
+        .push(json!({"name": name, "value": MARKER}));
+    splice(&v, text)
 }
 
 #[test]

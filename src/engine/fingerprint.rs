@@ -21,8 +21,8 @@ use sha2::{Digest, Sha256};
 
 use crate::sdk::common::{Settings, Variable};
 use crate::sdk::topology::{
-    builtin_cluster, GeneratePatchesRequest, GeneratePatchesRequestItem, RawGeneratePatchesItem,
-    RawGeneratePatchesRequest, RawVariable,
+    builtin_cluster, GeneratePatchesRequest, GeneratePatchesRequestItem, Named,
+    RawGeneratePatchesItem, RawGeneratePatchesRequest, RawVariable,
 };
 use crate::sdk::{Hook, API_VERSION};
 
@@ -189,13 +189,6 @@ impl<'a> GeneratePatchesWire<'a> {
 
     /// The Cluster the request is for, from `builtin.cluster` or a Cluster holder.
     pub fn cluster(&self) -> Option<(String, String)> {
-        #[derive(Deserialize)]
-        struct Named {
-            #[serde(default)]
-            name: Option<String>,
-            #[serde(default)]
-            namespace: Option<String>,
-        }
         #[derive(Deserialize)]
         struct Holder {
             kind: String,

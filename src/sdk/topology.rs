@@ -174,16 +174,18 @@ impl RawGeneratePatchesRequest<'_> {
     }
 }
 
+/// An object's `name` and `namespace`, whichever it has, read from JSON text.
+#[derive(Deserialize)]
+pub(crate) struct Named {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
 /// `(namespace, name)` of `builtin.cluster` in a raw `builtin` value, read without
 /// building the rest of it.
 pub fn builtin_cluster(builtin: &RawValue) -> Option<(String, String)> {
-    #[derive(Deserialize)]
-    struct Named {
-        #[serde(default)]
-        name: Option<String>,
-        #[serde(default)]
-        namespace: Option<String>,
-    }
     #[derive(Deserialize)]
     struct Builtin {
         cluster: Named,
