@@ -130,6 +130,16 @@ impl Part<'_> {
         }
     }
 
+    /// A template as a tree of what `paths` reach ([`super::skeleton`]); a template
+    /// that is a tree already is used whole.
+    fn reach(self, paths: &super::skeleton::Paths<'_>) -> Result<Value, serde_json::Error> {
+        match self {
+            Part::Raw(r) => super::skeleton::build_raw(r, paths),
+            Part::Fields(f) => super::skeleton::build_fields(f, paths),
+            other => other.build(),
+        }
+    }
+
     fn to_value(&self) -> Result<Value, serde_json::Error> {
         match self {
             Part::Raw(r) => serde_json::from_str(r.get()),
@@ -712,7 +722,12 @@ fn item_ops<'p, 'a: 'p>(
     if ops.is_empty() {
         return Ok(ops);
     }
-    let mut doc = object.build().map_err(|e| {
+    // Only what the ops reach is built; the rest of the template is only checked.
+    let reached = {
+        let paths = super::skeleton::Paths::of(&ops);
+        object.reach(&paths)
+    };
+    let mut doc = reached.map_err(|e| {
         GenerateError(format!(
             "pack {:?}: the {} cannot be patched: {e}",
             pack.name,

@@ -129,6 +129,7 @@ pub mod packs;
 pub mod rules;
 pub mod schema;
 pub mod selector;
+pub mod skeleton;
 pub mod template;
 pub mod validate;
 pub mod variables;

@@ -101,7 +101,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
 }
 
 /// A key borrowed from the body unless it holds an escape.
-struct Key<'a>(Cow<'a, str>);
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
