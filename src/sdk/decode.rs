@@ -191,8 +191,10 @@ pub fn decode_generate_patches_raw(body: &[u8]) -> Result<GeneratePatchesBody<'_
         items: Vec<RawGeneratePatchesItem<'a>>,
     }
     let hook = Hook::GeneratePatches;
-    match serde_json::from_slice::<Body>(body) {
-        Ok(b)
+    // The text is checked as UTF-8 once, up front, instead of once per string and raw
+    // part; a body that is not UTF-8 is malformed either way, and the slow path says so.
+    match std::str::from_utf8(body).map(serde_json::from_str::<Body>) {
+        Ok(Ok(b))
             if b.api_version.as_deref() == Some(API_VERSION)
                 && b.kind.as_deref() == Some(hook.request_kind().as_str()) =>
         {
