@@ -356,6 +356,33 @@ mod tests {
     }
 
     #[test]
+    fn a_body_that_is_not_utf8_is_refused_wherever_the_bytes_are() {
+        let api = API_VERSION;
+        let k = "GeneratePatchesRequest";
+        let body = |object: &str, value: &str| {
+            format!(
+                r#"{{"apiVersion":"{api}","kind":"{k}","variables":[{{"name":"x","value":{value}}}],"items":[{{"uid":"u","holderReference":{{"apiVersion":"a","kind":"Cluster","namespace":"n","name":"c","fieldPath":"f"}},"object":{object}}}]}}"#
+            )
+            .into_bytes()
+        };
+        let good = body(r#"{"kind":"T","spec":{"s":"MARK"}}"#, r#""MARK""#);
+        assert!(matches!(
+            decode_generate_patches_raw(&good),
+            Ok(GeneratePatchesBody::Raw(_))
+        ));
+        // Invalid UTF-8 inside a template's string, and inside a variable's value: both
+        // stay raw text on the fast path, and must not be accepted there.
+        let at = good.windows(4).position(|w| w == b"MARK").unwrap();
+        let last = good.windows(4).rposition(|w| w == b"MARK").unwrap();
+        for i in [at, last] {
+            let mut bad = good.clone();
+            bad[i] = 0xff;
+            assert!(decode_generate_patches_raw(&bad).is_err(), "byte {i}");
+            assert!(decode_generate_patches(&bad).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
     fn fast_and_slow_paths_agree() {
         let api = API_VERSION;
         let k = "BeforeClusterUpgradeRequest";
