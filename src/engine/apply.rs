@@ -4,59 +4,84 @@
 //! Why not `json_patch::patch`: it reaches every parent through serde_json's
 //! `Value::pointer_mut`, which allocates two `String`s per path token. The engine checks
 //! every op of every request that misses the answer cache, so that was a measurable part
-//! of a GeneratePatches call. Here a path is walked with `jsonptr`'s tokens, which decode
-//! without allocating unless a token holds an escape. The outcome, including the error
+//! of a GeneratePatches call. Here a path is walked as tokens the caller decoded (a
+//! pack's, once, at load). The outcome, including the error
 //! kind, is the same as `json_patch`'s; a test compares the two on the same cases.
 
-use json_patch::jsonptr::{index::Index, Pointer, Token};
+use std::borrow::Cow;
+
+use json_patch::jsonptr::{index::Index, Pointer};
 use json_patch::{PatchErrorKind, PatchOperation};
 use serde_json::Value;
 
 /// Applies one op to `doc`. On error `doc` is unchanged.
 pub fn apply(doc: &mut Value, op: &PatchOperation) -> Result<(), PatchErrorKind> {
+    apply_at(doc, op, &decoded_tokens(op.path()))
+}
+
+/// The tokens of `path`, decoded; borrowed unless a token holds an escape.
+pub fn decoded_tokens(path: &Pointer) -> Vec<Cow<'_, str>> {
+    path.tokens()
+        .map(|t| {
+            if t.encoded().contains('~') {
+                Cow::Owned(t.decoded().into_owned())
+            } else {
+                t.into_encoded()
+            }
+        })
+        .collect()
+}
+
+/// [`apply`] for an op whose path is `tokens`, decoded: a pack's paths are split once,
+/// when it is loaded, instead of on every call.
+pub fn apply_at<S: AsRef<str>>(
+    doc: &mut Value,
+    op: &PatchOperation,
+    tokens: &[S],
+) -> Result<(), PatchErrorKind> {
     match op {
-        PatchOperation::Add(a) => add(doc, &a.path, a.value.clone()),
+        PatchOperation::Add(a) => add(doc, tokens, a.value.clone()),
         PatchOperation::Replace(r) => {
-            *resolve_mut(doc, &r.path).ok_or(PatchErrorKind::InvalidPointer)? = r.value.clone();
+            *resolve_mut(doc, tokens).ok_or(PatchErrorKind::InvalidPointer)? = r.value.clone();
             Ok(())
         }
-        PatchOperation::Remove(r) => remove(doc, &r.path),
+        PatchOperation::Remove(_) => remove(doc, tokens),
         // Packs emit no other op; anything else goes through the library.
         other => json_patch::patch_unsafe(doc, std::slice::from_ref(other)).map_err(|e| e.kind),
     }
 }
 
-/// The value at `path`, as `Value::pointer_mut` finds it.
-fn resolve_mut<'v>(doc: &'v mut Value, path: &Pointer) -> Option<&'v mut Value> {
-    path.tokens().try_fold(doc, |cur, tok| match cur {
-        Value::Object(m) => m.get_mut(tok.decoded().as_ref()),
-        Value::Array(a) => array_index(&tok).and_then(|i| a.get_mut(i)),
+/// The value at `tokens`, as `Value::pointer_mut` finds it.
+fn resolve_mut<'v, S: AsRef<str>>(doc: &'v mut Value, tokens: &[S]) -> Option<&'v mut Value> {
+    tokens.iter().try_fold(doc, |cur, tok| match cur {
+        Value::Object(m) => m.get_mut(tok.as_ref()),
+        Value::Array(a) => array_index(tok.as_ref()).and_then(|i| a.get_mut(i)),
         _ => None,
     })
 }
 
 /// An array index as `Value::pointer_mut` reads one: decimal digits without a leading
-/// zero; `-` and anything else name no element.
-fn array_index(tok: &Token) -> Option<usize> {
-    let s = tok.encoded();
+/// zero; `-` and anything else name no element. (A token that decodes differently from
+/// its encoding holds `~` or `/`, and is no index either way.)
+fn array_index(s: &str) -> Option<usize> {
     if s.is_empty() || s.starts_with('+') || (s.starts_with('0') && s.len() != 1) {
         return None;
     }
     s.parse().ok()
 }
 
-fn add(doc: &mut Value, path: &Pointer, value: Value) -> Result<(), PatchErrorKind> {
-    let Some((parent, last)) = path.split_back() else {
+fn add<S: AsRef<str>>(doc: &mut Value, tokens: &[S], value: Value) -> Result<(), PatchErrorKind> {
+    let Some((last, parent)) = tokens.split_last() else {
         *doc = value;
         return Ok(());
     };
     match resolve_mut(doc, parent).ok_or(PatchErrorKind::InvalidPointer)? {
         Value::Object(m) => {
-            m.insert(last.decoded().into_owned(), value);
+            m.insert(last.as_ref().to_string(), value);
             Ok(())
         }
         Value::Array(a) => {
-            let i = to_index(&last, a.len(), true)?;
+            let i = to_index(last.as_ref(), a.len(), true)?;
             a.insert(i, value);
             Ok(())
         }
@@ -64,17 +89,17 @@ fn add(doc: &mut Value, path: &Pointer, value: Value) -> Result<(), PatchErrorKi
     }
 }
 
-fn remove(doc: &mut Value, path: &Pointer) -> Result<(), PatchErrorKind> {
-    let Some((parent, last)) = path.split_back() else {
+fn remove<S: AsRef<str>>(doc: &mut Value, tokens: &[S]) -> Result<(), PatchErrorKind> {
+    let Some((last, parent)) = tokens.split_last() else {
         return Err(PatchErrorKind::InvalidPointer);
     };
     match resolve_mut(doc, parent).ok_or(PatchErrorKind::InvalidPointer)? {
         Value::Object(m) => m
-            .remove(last.decoded().as_ref())
+            .remove(last.as_ref())
             .map(drop)
             .ok_or(PatchErrorKind::InvalidPointer),
         Value::Array(a) => {
-            let i = to_index(&last, a.len(), false)?;
+            let i = to_index(last.as_ref(), a.len(), false)?;
             a.remove(i);
             Ok(())
         }
@@ -84,8 +109,11 @@ fn remove(doc: &mut Value, path: &Pointer) -> Result<(), PatchErrorKind> {
 
 /// The array position `tok` names: up to `len` inclusive (`-` is `len`) for an
 /// insertion, below `len` for a removal.
-fn to_index(tok: &Token, len: usize, inserting: bool) -> Result<usize, PatchErrorKind> {
-    let i = match tok.to_index().map_err(|_| PatchErrorKind::InvalidPointer)? {
+fn to_index(tok: &str, len: usize, inserting: bool) -> Result<usize, PatchErrorKind> {
+    let i = match tok
+        .parse::<Index>()
+        .map_err(|_| PatchErrorKind::InvalidPointer)?
+    {
         Index::Num(i) => i,
         Index::Next if inserting => len,
         Index::Next => return Err(PatchErrorKind::InvalidPointer),

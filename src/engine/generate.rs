@@ -19,13 +19,14 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::ops::Range;
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::pack::{Op, Pack, PatchValue};
+use super::pack::{JsonPatch, Op, Pack, PatchValue};
 use super::selector;
 use super::variables::{self, VariableError};
 use crate::sdk::common::{Base64Bytes, PatchType};
@@ -654,8 +655,9 @@ fn item_ops<'p, 'a: 'p>(
     let (api_version, kind) = (header.api_version.as_deref(), header.kind.as_deref());
     let mut scope: Option<Scope> = None;
     let mut ops = Vec::new();
-    // (patch, definition, jsonPatch) of each op, to name the one CAPI would fail on.
-    let mut places: Vec<(usize, usize, usize)> = Vec::new();
+    // (patch, definition, jsonPatch) of each op, to name the one CAPI would fail on,
+    // and the jsonPatch itself, whose path is split already.
+    let mut places: Vec<(usize, usize, usize, &JsonPatch)> = Vec::new();
     for (index, patch) in pack.patches.iter().enumerate() {
         if only.is_some_and(|o| o != index) {
             continue;
@@ -715,7 +717,7 @@ fn item_ops<'p, 'a: 'p>(
                     }
                     _ => PatchOperation::Remove(RemoveOperation { path }),
                 });
-                places.push((index, d, j));
+                places.push((index, d, j, jp));
             }
         }
     }
@@ -723,10 +725,9 @@ fn item_ops<'p, 'a: 'p>(
         return Ok(ops);
     }
     // Only what the ops reach is built; the rest of the template is only checked.
-    let reached = {
-        let paths = super::skeleton::Paths::of(&ops);
-        object.reach(&paths)
-    };
+    let reached = object.reach(&super::skeleton::Paths::of(
+        places.iter().map(|p| p.3.tokens.as_slice()),
+    ));
     let mut doc = reached.map_err(|e| {
         GenerateError(format!(
             "pack {:?}: the {} cannot be patched: {e}",
@@ -736,24 +737,20 @@ fn item_ops<'p, 'a: 'p>(
     })?;
     let mut out = Vec::with_capacity(ops.len());
     // On error the copy may be half-changed; the whole request fails then anyway.
-    for (op, (index, d, j)) in ops.into_iter().zip(places) {
-        let at = || {
-            pack.patches
-                .get(index)
-                .and_then(|p| p.definitions.get(d))
-                .and_then(|def| def.json_patches.get(j))
-                .map(|jp| place(d, j, jp))
-                .unwrap_or_default()
-        };
+    for (op, (index, d, j, jp)) in ops.into_iter().zip(places) {
+        let at = || place(d, j, jp);
         let start = out.len();
-        if pack.creates_parents {
-            if let PatchOperation::Add(add) = &op {
-                missing_parents(&doc, &add.path, &mut out);
-            }
+        let mut created = 0..0;
+        if pack.creates_parents && matches!(op, PatchOperation::Add(_)) {
+            created = missing_parents(&doc, &jp.tokens, &mut out);
         }
         out.push(op);
-        for op in &out[start..] {
-            super::apply::apply(&mut doc, op).map_err(|kind| {
+        // The created parents' paths are the op's, cut after each new parent.
+        let paths = created
+            .map(|k| &jp.tokens[..=k])
+            .chain([jp.tokens.as_slice()]);
+        for (op, tokens) in out[start..].iter().zip(paths) {
+            super::apply::apply_at(&mut doc, op, tokens).map_err(|kind| {
                 fail(
                     index,
                     at(),
@@ -765,7 +762,8 @@ fn item_ops<'p, 'a: 'p>(
     Ok(out)
 }
 
-/// The `add` ops that create the missing parents of `path` in `doc`, outermost first.
+/// The `add` ops that create the missing parents of the path `tokens` in `doc`, outermost
+/// first; returns the indexes, in `tokens`, of the parents they create.
 ///
 /// The one place packs differ from RFC 6902 (which CAPI applies strictly): a pack
 /// cannot know whether a user's template already has `files`, `initConfiguration` or
@@ -773,49 +771,46 @@ fn item_ops<'p, 'a: 'p>(
 /// A missing parent becomes `[]` when the next token is `-` or `0` (an append or the
 /// first element), `{}` otherwise. Nothing that exists is touched: a parent of the
 /// wrong type is left for the patch itself to fail on.
-fn missing_parents(
-    doc: &Value,
-    path: &json_patch::jsonptr::Pointer,
-    out: &mut Vec<PatchOperation>,
-) {
-    let tokens: Vec<_> = path.tokens().collect();
+fn missing_parents(doc: &Value, tokens: &[String], out: &mut Vec<PatchOperation>) -> Range<usize> {
     let Some((_, parents)) = tokens.split_last() else {
-        return;
+        return 0..0;
     };
     let mut cur = doc;
     for (i, tok) in parents.iter().enumerate() {
         let next = match cur {
-            Value::Object(m) => m.get(tok.decoded().as_ref()),
-            Value::Array(a) => match tok.decoded().parse::<usize>() {
+            Value::Object(m) => m.get(tok.as_str()),
+            Value::Array(a) => match tok.parse::<usize>() {
                 Ok(n) => a.get(n),
-                Err(_) => return,
+                Err(_) => return 0..0,
             },
-            _ => return,
+            _ => return 0..0,
         };
         match next {
             Some(v) => cur = v,
             None => {
                 if !cur.is_object() {
-                    return;
+                    return 0..0;
                 }
                 for k in i..parents.len() {
-                    let after = tokens[k + 1].decoded();
+                    let after = tokens[k + 1].as_str();
                     let value = if after == "-" || after == "0" {
                         Value::Array(Vec::new())
                     } else {
                         Value::Object(Map::new())
                     };
-                    let parent: json_patch::jsonptr::PointerBuf =
-                        json_patch::jsonptr::PointerBuf::from_tokens(tokens[..=k].iter().cloned());
+                    let parent = json_patch::jsonptr::PointerBuf::from_tokens(
+                        tokens[..=k].iter().map(String::as_str),
+                    );
                     out.push(PatchOperation::Add(AddOperation {
                         path: parent,
                         value,
                     }));
                 }
-                return;
+                return i..parents.len();
             }
         }
     }
+    0..0
 }
 
 #[cfg(test)]

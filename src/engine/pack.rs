@@ -180,6 +180,8 @@ pub struct JsonPatch {
     pub path: String,
     /// `path`, parsed once at load.
     pub pointer: json_patch::jsonptr::PointerBuf,
+    /// `pointer`'s tokens, decoded once at load: every call that checks ops walks them.
+    pub tokens: Vec<String>,
     /// `None` only for `remove`.
     pub value: Option<PatchValue>,
 }
@@ -761,10 +763,16 @@ fn check_json_patch(
     if p.list.len() != before {
         return None;
     }
+    let pointer = pointer?;
+    let tokens = super::apply::decoded_tokens(&pointer)
+        .into_iter()
+        .map(String::from)
+        .collect();
     Some(JsonPatch {
         op: op?,
         path: rj.path,
-        pointer: pointer?,
+        pointer,
+        tokens,
         value,
     })
 }

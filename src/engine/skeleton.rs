@@ -13,10 +13,8 @@
 //! Building the whole template, and dropping it after, was the larger part of checking
 //! the ops of a request that misses the answer cache.
 
-use std::borrow::Cow;
 use std::fmt;
 
-use json_patch::PatchOperation;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -26,21 +24,16 @@ use crate::sdk::topology::{Key, RawObject};
 /// The paths of a list of ops, as a tree of decoded tokens.
 #[derive(Debug, Default)]
 pub struct Paths<'o> {
-    next: Vec<(Cow<'o, str>, Paths<'o>)>,
+    next: Vec<(&'o str, Paths<'o>)>,
 }
 
 impl<'o> Paths<'o> {
-    pub fn of(ops: &'o [PatchOperation]) -> Paths<'o> {
+    /// From each op's path as decoded tokens.
+    pub fn of<S: AsRef<str> + 'o>(paths: impl IntoIterator<Item = &'o [S]>) -> Paths<'o> {
         let mut root = Paths::default();
-        for op in ops {
+        for tokens in paths {
             let mut node = &mut root;
-            for tok in op.path().tokens() {
-                // Borrowed from the op's path unless the token holds an escape.
-                let key = if tok.encoded().contains('~') {
-                    Cow::Owned(tok.decoded().into_owned())
-                } else {
-                    tok.into_encoded()
-                };
+            for key in tokens.iter().map(AsRef::as_ref) {
                 let i = match node.next.iter().position(|(k, _)| *k == key) {
                     Some(i) => i,
                     None => {
@@ -55,7 +48,7 @@ impl<'o> Paths<'o> {
     }
 
     fn child(&self, key: &str) -> Option<&Paths<'o>> {
-        self.next.iter().find(|(k, _)| k == key).map(|(_, n)| n)
+        self.next.iter().find(|(k, _)| *k == key).map(|(_, n)| n)
     }
 
     /// No path goes below this node's children.
@@ -227,8 +220,25 @@ impl<'de> Visitor<'de> for Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::apply::apply;
+    use crate::engine::apply::{apply, decoded_tokens};
+    use json_patch::PatchOperation;
     use serde_json::json;
+
+    /// The tokens of each op's path.
+    fn tokens(ops: &[PatchOperation]) -> Vec<Vec<String>> {
+        ops.iter()
+            .map(|o| {
+                decoded_tokens(o.path())
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn paths(tokens: &[Vec<String>]) -> Paths<'_> {
+        Paths::of(tokens.iter().map(Vec::as_slice))
+    }
 
     fn op(v: Value) -> PatchOperation {
         serde_json::from_value(v).expect("op")
@@ -242,7 +252,7 @@ mod tests {
     /// outcomes must agree, and so must every value an op put in place.
     fn agree(text: &str, ops: &[PatchOperation]) {
         let mut whole: Value = serde_json::from_str(text).unwrap();
-        let mut reached = build_fields(&fields(text), &Paths::of(ops)).unwrap();
+        let mut reached = build_fields(&fields(text), &paths(&tokens(ops))).unwrap();
         for op in ops {
             let a = apply(&mut whole, op).map_err(|e| e.to_string());
             let b = apply(&mut reached, op).map_err(|e| e.to_string());
@@ -266,11 +276,27 @@ mod tests {
             }
         }"#;
         let paths = [
-            "", "/spec", "/spec/files", "/spec/files/0", "/spec/files/1/content",
-            "/spec/files/-", "/spec/files/2", "/spec/files/3", "/spec/s", "/spec/s/x",
-            "/spec/n", "/spec/n/x", "/spec/e/new", "/spec/missing/x", "/spec/a~0b/c~1d",
-            "/spec/deep/x/y/2/z", "/spec/deep/x/y/-", "/spec/deep/x/y/0", "/metadata/labels/a",
-            "/metadata/name", "/kind",
+            "",
+            "/spec",
+            "/spec/files",
+            "/spec/files/0",
+            "/spec/files/1/content",
+            "/spec/files/-",
+            "/spec/files/2",
+            "/spec/files/3",
+            "/spec/s",
+            "/spec/s/x",
+            "/spec/n",
+            "/spec/n/x",
+            "/spec/e/new",
+            "/spec/missing/x",
+            "/spec/a~0b/c~1d",
+            "/spec/deep/x/y/2/z",
+            "/spec/deep/x/y/-",
+            "/spec/deep/x/y/0",
+            "/metadata/labels/a",
+            "/metadata/name",
+            "/kind",
         ];
         for p in paths {
             for o in ["add", "replace", "remove"] {
@@ -317,13 +343,16 @@ mod tests {
             op(json!({"op": "add", "path": "/spec/files/-", "value": {}})),
             op(json!({"op": "replace", "path": "/spec/x/y", "value": 2})),
         ];
-        let got = build_fields(&fields(text), &Paths::of(&ops)).unwrap();
+        let got = build_fields(&fields(text), &paths(&tokens(&ops))).unwrap();
         // Elements of an array no path goes through keep only their places; a target
         // keeps only its key.
-        assert_eq!(got, json!({"spec": {"files": [null, null], "x": {"y": null}}}));
+        assert_eq!(
+            got,
+            json!({"spec": {"files": [null, null], "x": {"y": null}}})
+        );
         // A path through an element keeps the whole array.
         let ops = [op(json!({"op": "remove", "path": "/spec/files/1/b"}))];
-        let got = build_fields(&fields(text), &Paths::of(&ops)).unwrap();
+        let got = build_fields(&fields(text), &paths(&tokens(&ops))).unwrap();
         assert_eq!(got, json!({"spec": {"files": [{"a": 1}, {"b": 2}]}}));
     }
 
@@ -339,7 +368,7 @@ mod tests {
         ];
         for text in cases {
             let whole = fields(text).build().expect_err(text).to_string();
-            let reached = build_fields(&fields(text), &Paths::of(&ops))
+            let reached = build_fields(&fields(text), &paths(&tokens(&ops)))
                 .expect_err(text)
                 .to_string();
             assert_eq!(whole, reached, "{text}");
@@ -350,12 +379,12 @@ mod tests {
             "]".repeat(200)
         );
         let whole = fields(&nested).build().expect_err("nesting").to_string();
-        let reached = build_fields(&fields(&nested), &Paths::of(&ops))
+        let reached = build_fields(&fields(&nested), &paths(&tokens(&ops)))
             .expect_err("nesting")
             .to_string();
         assert_eq!(whole, reached);
         // The same text as one value.
         let raw: &RawValue = serde_json::from_str(r#"{"spec": {}, "o": 1e400}"#).unwrap();
-        assert!(build_raw(raw, &Paths::of(&ops)).is_err());
+        assert!(build_raw(raw, &paths(&tokens(&ops))).is_err());
     }
 }
