@@ -15,7 +15,8 @@
 //!
 //! A template or an item's variables may reach the engine as the body's JSON text
 //! ([`Part::Raw`]): they are built into trees only for the items a patch of the pack
-//! selects, and a template only if ops are to be checked on it.
+//! selects, and of a template only what the ops to be checked on it reach
+//! ([`super::skeleton`]); the rest of that template is read as strictly, not kept.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;

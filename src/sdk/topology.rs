@@ -142,10 +142,11 @@ pub struct RawGeneratePatchesItem<'a> {
 /// text, borrowed from the body, until a patch needs it as a tree.
 ///
 /// A pack has ops for few of a Cluster's templates (the `openstack` pack: the six
-/// OpenStack ones of twelve), and only those are built. The engine reads every body through
-/// this type, with or without its answer cache, so whether a value serde cannot build
-/// (a number beyond `f64`, a lone surrogate escape) fails a call depends on whether a
-/// patch needs it, never on how the server is configured.
+/// OpenStack ones of twelve), and only those are read again: the parts their ops reach
+/// are built, the rest is checked as building would check it. The engine reads every
+/// body through this type, with or without its answer cache, so whether a value serde
+/// cannot build (a number beyond `f64`, a lone surrogate escape) fails a call depends
+/// on whether a patch needs it, never on how the server is configured.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RawGeneratePatchesRequest<'a> {
