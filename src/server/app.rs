@@ -54,6 +54,9 @@ pub struct App {
     registry: Registry,
     kubernetes_versions: Vec<String>,
     pub metrics: Arc<Metrics>,
+    /// The Discovery answer, encoded once: the handler table never changes while the
+    /// server runs, and writing it was most of a Discovery call.
+    discovery: Reply,
 }
 
 /// The encoded answer of one call plus what the log line and metrics need.
@@ -126,7 +129,7 @@ impl App {
                 return Err(AppError::UnknownHandler(name.clone()));
             }
         }
-        Ok(App {
+        let mut app = App {
             capi,
             table,
             engine,
@@ -134,7 +137,15 @@ impl App {
             registry,
             kubernetes_versions: opts.kubernetes_versions,
             metrics,
-        })
+            discovery: encode(&(), ResponseStatus::Success, String::new(), None),
+        };
+        app.discovery = encode(
+            &app.discovery(),
+            ResponseStatus::Success,
+            String::new(),
+            None,
+        );
+        Ok(app)
     }
 
     pub fn capi(&self) -> CapiVersion {
@@ -261,12 +272,7 @@ impl App {
         match hook {
             Hook::Discovery => {
                 decode::<DiscoveryRequest>(hook, body)?;
-                Ok(encode(
-                    &self.discovery(),
-                    ResponseStatus::Success,
-                    String::new(),
-                    None,
-                ))
+                Ok(self.discovery.clone())
             }
             Hook::GeneratePatches => {
                 let a = self.engine.answer_generate_patches(handler, body)?;
