@@ -2,7 +2,9 @@
 # CPU time per GeneratePatches request, from /proc/PID/stat around a fixed number of
 # HTTP/2 requests: steadier than req/s on a busy 2-core machine, where the load
 # generator shares the cores. Each binary serves with the answer cache off (the miss
-# path) next to the floor; rounds alternate between the servers and the medians are
+# path) next to the floor; rounds alternate between the servers, and the medians and
+# the median of each round's floor/stackhook CPU ratio (the floor's share of a miss's
+# CPU: the throughput ratio the machine would give if CPU were all that counted) are
 # printed.
 # Usage: bash benches/cpu-per-request.sh [stackhook_binary...]
 #   (default: $CARGO_TARGET_DIR/release/stackhook; build it and the floor first with
@@ -64,4 +66,19 @@ for i in "${!PIDS[@]}"; do
   median=$(awk -v i="$i" '$1 == i {print $2}' "$WORK/samples" | sort -n |
     awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
   printf '%s: median %s (%s)\n' "${NAMES[$i]}" "$median" "$samples"
+done
+# Each round measures every server within seconds of the others, so a round's ratio
+# is steadier than the medians above when the machine's speed drifts between rounds.
+floor=$((${#PIDS[@]} - 1))
+for i in $(seq 0 $((floor - 1))); do
+  awk -v i="$i" -v f="$floor" -v n="$((floor + 1))" '
+    { v[NR] = $2 }
+    END {
+      for (r = 0; r * n < NR; r++) { a = v[r * n + i + 1]; b = v[r * n + f + 1]; if (a > 0) q[++k] = b / a }
+      for (x = 1; x <= k; x++) for (y = x + 1; y <= k; y++) if (q[y] < q[x]) { t = q[x]; q[x] = q[y]; q[y] = t }
+      m = (k % 2) ? q[(k + 1) / 2] : (q[k / 2] + q[k / 2 + 1]) / 2
+      printf "floor / %s per round: median %.1f %% (", name, 100 * m
+      for (x = 1; x <= k; x++) printf "%s%.0f", (x > 1 ? " " : ""), 100 * q[x]
+      print ")"
+    }' name="${NAMES[$i]}" "$WORK/samples"
 done
