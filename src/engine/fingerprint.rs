@@ -81,9 +81,7 @@ impl<'a> GeneratePatchesWire<'a> {
     /// `None` for anything but a well-formed GeneratePatches request; the full decoder
     /// then runs and names the problem.
     pub fn read(body: &'a [u8]) -> Option<GeneratePatchesWire<'a>> {
-        // UTF-8 is checked once here, not once per string (see `decode_generate_patches_raw`).
-        let wire: GeneratePatchesWire =
-            serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
+        let wire: GeneratePatchesWire = crate::sdk::decode::read_text(body).ok()?;
         (wire.api_version.as_deref() == Some(API_VERSION)
             && wire.kind.as_deref() == Some(Hook::GeneratePatches.request_kind().as_str()))
         .then_some(wire)

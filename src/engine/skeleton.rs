@@ -151,7 +151,11 @@ impl<'de> Visitor<'de> for Reach<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut m = Map::new();
+        let mut first = true;
         while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+            if std::mem::take(&mut first) && k == RAW_VALUE_KEY {
+                return raw_value_object(&mut map);
+            }
             match self.0.child(&k) {
                 Some(node) => {
                     let v = map.next_value_seed(Reach(node))?;
@@ -210,11 +214,47 @@ impl<'de> Visitor<'de> for Check {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         // Keys are strings: decoding one as a string checks it as building would.
+        let Some(Key(first)) = map.next_key::<Key<'de>>()? else {
+            return Ok(());
+        };
+        if first == RAW_VALUE_KEY {
+            return raw_value_object(&mut map).map(drop);
+        }
+        map.next_value_seed(Check)?;
         while map.next_key_seed(Check)?.is_some() {
             map.next_value_seed(Check)?;
         }
         Ok(())
     }
+}
+
+/// serde_json's `raw_value` feature (on here) makes `Value` read an object whose first
+/// key is this as the JSON text held in that key's value. Templates never hold such a
+/// key, but the skeleton reads what building reads, so it does the same.
+const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+
+/// The rest of an object whose first key is [`RAW_VALUE_KEY`], read as `Value` reads
+/// it: the value must be a string, parsed as JSON; any member after it is left for
+/// serde_json to refuse at the object's end.
+fn raw_value_object<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Value, A::Error> {
+    struct Text;
+    impl<'de> DeserializeSeed<'de> for Text {
+        type Value = String;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl Visitor<'_> for Text {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("raw value")
+        }
+        fn visit_str<E>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+    }
+    let text = map.next_value_seed(Text)?;
+    serde_json::from_str(&text).map_err(serde::de::Error::custom)
 }
 
 #[cfg(test)]
@@ -329,6 +369,17 @@ mod tests {
                 json!({"op": "replace", "path": "/spec/files/2", "value": {}}),
             ],
         ];
+        // An object that serde_json reads as raw JSON text (see `RAW_VALUE_KEY`).
+        let raw = r#"{"spec": {"x": {"$serde_json::private::RawValue": "{\"a\": [1]}"}}}"#;
+        for o in ["add", "replace", "remove"] {
+            for p in [
+                "/spec/x/a",
+                "/spec/x/a/0",
+                "/spec/x/$serde_json::private::RawValue",
+            ] {
+                agree(raw, &[op(json!({"op": o, "path": p, "value": 2}))]);
+            }
+        }
         for seq in seqs {
             let ops: Vec<PatchOperation> = seq.into_iter().map(op).collect();
             agree(text, &ops);
@@ -365,6 +416,10 @@ mod tests {
             r#"{"spec": {}, "other": "\ud800"}"#,
             r#"{"spec": {"\udc00": 1}}"#,
             r#"{"metadata": {"labels": {"k\ud800": "v"}}, "spec": {}}"#,
+            r#"{"spec": {}, "o": {"$serde_json::private::RawValue": 1}}"#,
+            r#"{"spec": {"x": {"$serde_json::private::RawValue": "1e400"}}}"#,
+            r#"{"spec": {"x": [{"$serde_json::private::RawValue": "[1,"}]}}"#,
+            r#"{"spec": {}, "o": {"$serde_json::private::RawValue": "1", "b": 2}}"#,
         ];
         for text in cases {
             let whole = fields(text).build().expect_err(text).to_string();

@@ -169,6 +169,17 @@ impl GeneratePatchesBody<'_> {
     }
 }
 
+/// `body` read as `T`: a UTF-8 body (any body CAPI sends) is checked as UTF-8 once, up
+/// front, and then read as text, instead of checked again for every string and raw
+/// part. Any other body is read as bytes, so the same bodies are accepted either way
+/// (serde_json does not check a string it skips).
+pub fn read_text<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    }
+}
+
 /// A GeneratePatches request in one pass over the body, its parts left raw (see
 /// [`super::topology::RawGeneratePatchesRequest`]). Anything but a well-formed request
 /// takes [`decode`]'s path, which names the problem.
@@ -191,10 +202,8 @@ pub fn decode_generate_patches_raw(body: &[u8]) -> Result<GeneratePatchesBody<'_
         items: Vec<RawGeneratePatchesItem<'a>>,
     }
     let hook = Hook::GeneratePatches;
-    // The text is checked as UTF-8 once, up front, instead of once per string and raw
-    // part; a body that is not UTF-8 is malformed either way, and the slow path says so.
-    match std::str::from_utf8(body).map(serde_json::from_str::<Body>) {
-        Ok(Ok(b))
+    match read_text::<Body>(body) {
+        Ok(b)
             if b.api_version.as_deref() == Some(API_VERSION)
                 && b.kind.as_deref() == Some(hook.request_kind().as_str()) =>
         {
@@ -356,7 +365,7 @@ mod tests {
     }
 
     #[test]
-    fn a_body_that_is_not_utf8_is_refused_wherever_the_bytes_are() {
+    fn bytes_that_are_not_utf8_are_refused_where_a_reader_keeps_them() {
         let api = API_VERSION;
         let k = "GeneratePatchesRequest";
         let body = |object: &str, value: &str| {
@@ -380,6 +389,19 @@ mod tests {
             assert!(decode_generate_patches_raw(&bad).is_err(), "byte {i}");
             assert!(decode_generate_patches(&bad).is_err(), "byte {i}");
         }
+        // Inside a member no reader keeps, serde_json never looks at the string's bytes:
+        // such a body is read on the fast path, UTF-8 or not.
+        let extra = String::from_utf8(good.clone())
+            .unwrap()
+            .replacen(r#"{"apiVersion""#, r#"{"extra":"MARK","apiVersion""#, 1)
+            .into_bytes();
+        let mut bad = extra.clone();
+        bad[extra.windows(4).position(|w| w == b"MARK").unwrap()] = 0xff;
+        assert!(std::str::from_utf8(&bad).is_err());
+        assert!(matches!(
+            decode_generate_patches_raw(&bad),
+            Ok(GeneratePatchesBody::Raw(_))
+        ));
     }
 
     #[test]
