@@ -11,13 +11,20 @@
 # The floor answers with stackhook's own answer bytes (FLOOR_ANSWERS), so both write
 # the same amount. h2load (Debian's nghttp2-client) gives throughput and, from its
 # per-request log, p50/p99; h2mix prints its own.
-# Usage: bash benches/load-h2.sh [requests_per_run]
+#
+# Each case runs ROUNDS times (default 5), alternating stackhook and the floor and
+# swapping which goes first each round, so drift on a busy machine falls on both. A row
+# gives the median req/s of its rounds; "vs floor" is the median of the rounds'
+# stackhook/floor ratios; h2load's p50/p99/max are over every request of every round,
+# h2mix's are the medians of its rounds' figures.
+# Usage: bash benches/load-h2.sh [requests_per_round]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-20000}
 GP_BODY=${GP_BODY:-generate-patches-12}
 GP_HANDLER=${GP_HANDLER:-openstack-generate-patches}
 MISS_PERCENT=${MISS_PERCENT:-20}
+ROUNDS=${ROUNDS:-5}
 command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client; }
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
 if [ -z "${SKIP_BUILD:-}" ]; then
@@ -61,38 +68,82 @@ FLOOR_ANSWERS="$WORK/answers" "$FLOOR" 127.0.0.1:19444 "$WORK/floor" >"$WORK/flo
 FLOOR_PID=$!
 for _ in $(seq 50); do grep -q listening "$WORK/floor.log" && break; sleep 0.1; done
 
-# p50/p99 in ms from h2load's per-request log (third column: microseconds).
+# p50/p99/max in ms over h2load per-request logs (third column: microseconds).
 percentiles() {
-  sort -n -k3 "$1" | awk '{d[NR]=$3} END {
+  cat "$@" | sort -n -k3 | awk '{d[NR]=$3} END {
     i50=int(NR*0.50); i99=int(NR*0.99); if (i50<1) i50=1; if (i99<1) i99=1;
     printf "%.2f %.2f %.2f", d[i50]/1000, d[i99]/1000, d[NR]/1000 }'
 }
-h2run() { # label server_name port conns streams
-  local log="$WORK/h2load-$1-$2.log"
-  out=$(h2load -n "$N" -c "$4" -m "$5" -t 1 -d "$BODY" --log-file="$log" \
-    "https://localhost:$3$PATH_GP" 2>&1)
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {
+  if (NR % 2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2] + v[NR/2+1]) / 2 }'; }
+# One round of one server: "rps p50 p99 max errors"; h2load's log goes to $log.
+h2once() { # port conns streams log
+  local out rps errs
+  out=$(h2load -n "$N" -c "$2" -m "$3" -t 1 -d "$BODY" --log-file="$4" \
+    "https://localhost:$1$PATH_GP" 2>&1)
   rps=$(echo "$out" | awk '/^finished in/ {print $4}')
   errs=$(echo "$out" | awk '/^requests:/ {print $10 + $12 + $14}')
-  read -r p50 p99 max <<<"$(percentiles "$log")"
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "${rps%.*}" "$p50" "$p99" "$max" "$errs"
+  echo "${rps%.*} - - - $errs"
 }
-mixrun() { # label server_name port ca conns streams
-  out=$("$H2MIX" "https://localhost:$3$PATH_GP" "$BODY" "$4" "$5" "$6" "$N" "$MISS_PERCENT" | grep RESULT)
+mixonce() { # port ca conns streams
+  local out
+  out=$("$H2MIX" "https://localhost:$1$PATH_GP" "$BODY" "$2" "$3" "$4" "$N" "$MISS_PERCENT" | grep RESULT)
   eval "${out#RESULT }"
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50_ms" "$p99_ms" "$max_ms" "$errors"
+  echo "$rps $p50_ms $p99_ms $max_ms $errors"
+}
+# case label, stackhook port, then the runner (h2once or mixonce) and its arguments
+# after the port, with @LOG standing for the round's log file and @CA for the CA bundle.
+rounds() { # label sh_port sh_ca runner args...
+  local label=$1 sh_port=$2 sh_ca=$3 runner=$4; shift 4
+  local -a sh_rps=() fl_rps=() ratios=() sh_row=() fl_row=()
+  local sh_err=0 fl_err=0 r
+  for r in $(seq "$ROUNDS"); do
+    local order=(stackhook floor)
+    [ $((r % 2)) = 0 ] && order=(floor stackhook)
+    for srv in "${order[@]}"; do
+      local port=$sh_port ca=$sh_ca
+      [ "$srv" = floor ] && port=19444 ca=$WORK/floor/ca.crt
+      local log="$WORK/h2-${label// /_}-$srv-$r.log" args=()
+      for a in "$@"; do a=${a//@LOG/$log}; args+=("${a//@CA/$ca}"); done
+      read -r rps p50 p99 max errs <<<"$("$runner" "$port" "${args[@]}")"
+      if [ "$srv" = stackhook ]; then
+        sh_rps+=("$rps") sh_row+=("$p50 $p99 $max") sh_err=$((sh_err + errs))
+      else
+        fl_rps+=("$rps") fl_row+=("$p50 $p99 $max") fl_err=$((fl_err + errs))
+      fi
+    done
+    ratios+=("$(awk -v a="${sh_rps[-1]}" -v b="${fl_rps[-1]}" 'BEGIN { printf "%.3f", a / b }')")
+  done
+  for srv in stackhook floor; do
+    local -a rps_list row_list
+    local err vs
+    if [ "$srv" = stackhook ]; then
+      rps_list=("${sh_rps[@]}") row_list=("${sh_row[@]}") err=$sh_err
+      vs="$(awk -v m="$(median "${ratios[@]}")" 'BEGIN { printf "%.0f %%", m * 100 }') ($(printf '%s ' "${ratios[@]}" | awk '{for (i=1;i<=NF;i++) printf "%s%.0f", (i>1?" ":""), $i*100}'))"
+    else
+      rps_list=("${fl_rps[@]}") row_list=("${fl_row[@]}") err=$fl_err vs=""
+    fi
+    local p50 p99 max
+    if [ "$runner" = h2once ]; then
+      read -r p50 p99 max <<<"$(percentiles "$WORK/h2-${label// /_}-$srv-"*.log)"
+    else
+      p50=$(median $(printf '%s\n' "${row_list[@]}" | awk '{print $1}'))
+      p99=$(median $(printf '%s\n' "${row_list[@]}" | awk '{print $2}'))
+      max=$(median $(printf '%s\n' "${row_list[@]}" | awk '{print $3}'))
+    fi
+    printf '| %s | %s | %.0f | %s | %s | %s | %s | %s |\n' "$label" "$srv" \
+      "$(median "${rps_list[@]}")" "$p50" "$p99" "$max" "$err" "$vs"
+  done
 }
 
-echo "GeneratePatches $GP_BODY -> $GP_HANDLER, $N requests per run, mix: $MISS_PERCENT % misses"
+echo "GeneratePatches $GP_BODY -> $GP_HANDLER, $ROUNDS rounds of $N requests per server and case, mix: $MISS_PERCENT % misses"
 echo
-printf '| case | server | req/s | p50 ms | p99 ms | max ms | errors |\n|---|---|---|---|---|---|---|\n'
+printf '| case | server | req/s | p50 ms | p99 ms | max ms | errors | vs floor (rounds) |\n|---|---|---|---|---|---|---|---|\n'
 for shape in "1 10" "4 8"; do
   read -r c m <<<"$shape"
-  h2run "miss ${c}x${m}" stackhook 19443 "$c" "$m"
-  h2run "miss ${c}x${m}" floor 19444 "$c" "$m"
-  h2run "hit ${c}x${m}" stackhook 19445 "$c" "$m"
-  h2run "hit ${c}x${m}" floor 19444 "$c" "$m"
-  mixrun "mix ${c}x${m}" stackhook 19445 "$WORK/hit/ca.crt" "$c" "$m"
-  mixrun "mix ${c}x${m}" floor 19444 "$WORK/floor/ca.crt" "$c" "$m"
+  rounds "miss ${c}x${m}" 19443 "$WORK/miss/ca.crt" h2once "$c" "$m" @LOG
+  rounds "hit ${c}x${m}" 19445 "$WORK/hit/ca.crt" h2once "$c" "$m" @LOG
+  rounds "mix ${c}x${m}" 19445 "$WORK/hit/ca.crt" mixonce @CA "$c" "$m"
 done
 rss() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
 echo

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Load benchmark over TLS: stackhook serve vs the floor server (same TLS/HTTP stack,
 # decode + re-encode only), with wrk (HTTP/1.1, keep-alive) on loopback.
-# Usage: bash benches/load.sh [duration_seconds] [connections]
+# Usage: bash benches/load.sh [seconds_per_round] [connections]
 # The GeneratePatches case posts benches/bodies/$GP_BODY.json to handler $GP_HANDLER, e.g.
 #   GP_BODY=generate-patches-12 GP_HANDLER=openstack-generate-patches bash benches/load.sh 10 32
 # (12 templates, 20 variables, through the embedded openstack pack).
 # MISS_PERCENT=N gives N % of the requests a settings value never sent before, so only
 # the rest can be answered from the cache (see benches/wrk-post.lua).
 # The floor answers with stackhook's own answer bytes for each case.
+# Each case runs ROUNDS times (default 3), alternating stackhook and the floor and
+# swapping which goes first each round; a row gives the medians of its rounds' req/s,
+# p50 and p99, and "vs floor" the median of the rounds' stackhook/floor ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 CONNS=${2:-32}
+ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-1}  # one wrk thread leaves the server most of the 2nd core
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
@@ -45,16 +49,37 @@ FLOOR_ANSWERS="$WORK/answers" "$FLOOR" 127.0.0.1:19444 "$WORK/floor" >"$WORK/flo
 FLOOR_PID=$!
 for _ in $(seq 50); do grep -q listening "$WORK/floor.log" && break; sleep 0.1; done
 
+declare -A last=()
 rss() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
-printf '| body | server | req/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n'
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {
+  if (NR % 2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2] + v[NR/2+1]) / 2 }'; }
+printf '| body | server | req/s | p50 ms | p99 ms | errors | vs floor (rounds) |\n|---|---|---|---|---|---|---|\n'
 for case in "${CASES[@]}"; do
   body=${case%%:*}; path=${case#*:}
-  for srv in stackhook:19443 floor:19444; do
-    name=${srv%%:*}; port=${srv#*:}
-    out=$(BODY_FILE="benches/bodies/$body.json" wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" \
-      -s benches/wrk-post.lua "https://localhost:$port$path" | grep RESULT)
-    eval "${out#RESULT }"
-    printf '| %s | %s | %s | %s | %s | %s |\n' "$body" "$name" "$rps" "$p50_ms" "$p99_ms" "$((errors + non2xx))"
+  declare -A RPS=() P50=() P99=() ERR=()
+  ratios=()
+  for r in $(seq "$ROUNDS"); do
+    order=(stackhook:19443 floor:19444)
+    [ $((r % 2)) = 0 ] && order=(floor:19444 stackhook:19443)
+    for srv in "${order[@]}"; do
+      name=${srv%%:*}; port=${srv#*:}
+      out=$(BODY_FILE="benches/bodies/$body.json" wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" \
+        -s benches/wrk-post.lua "https://localhost:$port$path" | grep RESULT)
+      eval "${out#RESULT }"
+      RPS[$name]+="$rps " P50[$name]+="$p50_ms " P99[$name]+="$p99_ms "
+      ERR[$name]=$(( ${ERR[$name]:-0} + errors + non2xx ))
+      last[$name]=$rps
+    done
+    ratios+=("$(awk -v a="${last[stackhook]}" -v b="${last[floor]}" 'BEGIN { printf "%.3f", a / b }')")
+  done
+  for name in stackhook floor; do
+    vs=""
+    if [ "$name" = stackhook ]; then
+      vs="$(awk -v m="$(median "${ratios[@]}")" 'BEGIN { printf "%.0f %%", m * 100 }') ($(printf '%s ' "${ratios[@]}" | awk '{for (i=1;i<=NF;i++) printf "%s%.0f", (i>1?" ":""), $i*100}'))"
+    fi
+    # shellcheck disable=SC2086 # word splitting of the per-round lists is wanted
+    printf '| %s | %s | %.0f | %s | %s | %s | %s |\n' "$body" "$name" "$(median ${RPS[$name]})" \
+      "$(median ${P50[$name]})" "$(median ${P99[$name]})" "${ERR[$name]}" "$vs"
   done
 done
 echo
