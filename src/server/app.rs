@@ -129,7 +129,13 @@ impl App {
                 return Err(AppError::UnknownHandler(name.clone()));
             }
         }
-        let mut app = App {
+        let discovery = encode(
+            &discovery_response(&table),
+            ResponseStatus::Success,
+            String::new(),
+            None,
+        );
+        Ok(App {
             capi,
             table,
             engine,
@@ -137,15 +143,8 @@ impl App {
             registry,
             kubernetes_versions: opts.kubernetes_versions,
             metrics,
-            discovery: encode(&(), ResponseStatus::Success, String::new(), None),
-        };
-        app.discovery = encode(
-            &app.discovery(),
-            ResponseStatus::Success,
-            String::new(),
-            None,
-        );
-        Ok(app)
+            discovery,
+        })
     }
 
     pub fn capi(&self) -> CapiVersion {
@@ -176,26 +175,7 @@ impl App {
     }
 
     pub fn discovery(&self) -> DiscoveryResponse {
-        let handlers = self
-            .table
-            .iter()
-            .map(|((hook, name), served)| ExtensionHandler {
-                name: name.clone(),
-                request_hook: GroupVersionHook {
-                    api_version: API_VERSION.to_string(),
-                    hook: hook.name().to_string(),
-                },
-                timeout_seconds: served.settings.timeout_seconds,
-                failure_policy: served.settings.failure_policy,
-            })
-            .collect();
-        DiscoveryResponse {
-            api_version: API_VERSION.to_string(),
-            kind: response_kind(Hook::Discovery),
-            status: ResponseStatus::Success,
-            message: String::new(),
-            handlers,
-        }
+        discovery_response(&self.table)
     }
 
     /// Handles one call. Never fails: every problem becomes a `Failure` response.
@@ -393,6 +373,29 @@ impl App {
             LifecycleResponse::Common(r) => encode(&r, status, message, cluster),
             LifecycleResponse::Retry(r) => encode(&r, status, message, cluster),
         }
+    }
+}
+
+/// What Discovery answers: every served handler with its timeout and failure policy.
+fn discovery_response(table: &BTreeMap<(Hook, String), Served>) -> DiscoveryResponse {
+    let handlers = table
+        .iter()
+        .map(|((hook, name), served)| ExtensionHandler {
+            name: name.clone(),
+            request_hook: GroupVersionHook {
+                api_version: API_VERSION.to_string(),
+                hook: hook.name().to_string(),
+            },
+            timeout_seconds: served.settings.timeout_seconds,
+            failure_policy: served.settings.failure_policy,
+        })
+        .collect();
+    DiscoveryResponse {
+        api_version: API_VERSION.to_string(),
+        kind: response_kind(Hook::Discovery),
+        status: ResponseStatus::Success,
+        message: String::new(),
+        handlers,
     }
 }
 
