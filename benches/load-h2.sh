@@ -20,6 +20,8 @@
 # Usage: bash benches/load-h2.sh [requests_per_round]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=benches/rounds.sh
+. benches/rounds.sh
 N=${1:-20000}
 GP_BODY=${GP_BODY:-generate-patches-12}
 GP_HANDLER=${GP_HANDLER:-openstack-generate-patches}
@@ -74,8 +76,6 @@ percentiles() {
     i50=int(NR*0.50); i99=int(NR*0.99); if (i50<1) i50=1; if (i99<1) i99=1;
     printf "%.2f %.2f %.2f", d[i50]/1000, d[i99]/1000, d[NR]/1000 }'
 }
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {
-  if (NR % 2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2] + v[NR/2+1]) / 2 }'; }
 # One round of one server: "rps p50 p99 max errors"; h2load's log goes to $log.
 h2once() { # port conns streams log
   local out rps errs
@@ -119,7 +119,7 @@ rounds() { # label sh_port sh_ca runner args...
     local err vs
     if [ "$srv" = stackhook ]; then
       rps_list=("${sh_rps[@]}") row_list=("${sh_row[@]}") err=$sh_err
-      vs="$(awk -v m="$(median "${ratios[@]}")" 'BEGIN { printf "%.0f %%", m * 100 }') ($(printf '%s ' "${ratios[@]}" | awk '{for (i=1;i<=NF;i++) printf "%s%.0f", (i>1?" ":""), $i*100}'))"
+      vs=$(vs_floor "${ratios[@]}")
     else
       rps_list=("${fl_rps[@]}") row_list=("${fl_row[@]}") err=$fl_err vs=""
     fi

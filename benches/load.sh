@@ -13,6 +13,8 @@
 # p50 and p99, and "vs floor" the median of the rounds' stackhook/floor ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=benches/rounds.sh
+. benches/rounds.sh
 DURATION=${1:-10}
 CONNS=${2:-32}
 ROUNDS=${ROUNDS:-3}
@@ -51,8 +53,6 @@ for _ in $(seq 50); do grep -q listening "$WORK/floor.log" && break; sleep 0.1; 
 
 declare -A last=()
 rss() { awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$1/status"; }
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {
-  if (NR % 2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2] + v[NR/2+1]) / 2 }'; }
 printf '| body | server | req/s | p50 ms | p99 ms | errors | vs floor (rounds) |\n|---|---|---|---|---|---|---|\n'
 for case in "${CASES[@]}"; do
   body=${case%%:*}; path=${case#*:}
@@ -75,7 +75,7 @@ for case in "${CASES[@]}"; do
   for name in stackhook floor; do
     vs=""
     if [ "$name" = stackhook ]; then
-      vs="$(awk -v m="$(median "${ratios[@]}")" 'BEGIN { printf "%.0f %%", m * 100 }') ($(printf '%s ' "${ratios[@]}" | awk '{for (i=1;i<=NF;i++) printf "%s%.0f", (i>1?" ":""), $i*100}'))"
+      vs=$(vs_floor "${ratios[@]}")
     fi
     # shellcheck disable=SC2086 # word splitting of the per-round lists is wanted
     printf '| %s | %s | %.0f | %s | %s | %s | %s |\n' "$body" "$name" "$(median ${RPS[$name]})" \
