@@ -243,17 +243,35 @@ fn schema_at<'a>(variables: &'a [PackVariable], path: &str) -> Result<&'a Value,
 }
 
 /// Where a value was found, for messages: `variable a.b` on the Cluster, or with the
-/// MachineDeployment (or other holder) whose override it is.
+/// MachineDeployment (or other holder) whose override it is; or, read from a patched
+/// template, `OpenStackMachineTemplate spec.flavor`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Place {
     /// `"MachineDeployment md-0: "` or empty.
     pub holder: String,
     pub path: String,
+    /// Empty for a variable; the kind of the template the value was read from.
+    pub template: String,
+}
+
+impl Place {
+    /// A variable's place.
+    pub fn variable(holder: impl Into<String>, path: impl Into<String>) -> Place {
+        Place {
+            holder: holder.into(),
+            path: path.into(),
+            template: String::new(),
+        }
+    }
 }
 
 impl fmt::Display for Place {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}variable {}", self.holder, self.path)
+        if self.template.is_empty() {
+            write!(f, "{}variable {}", self.holder, self.path)
+        } else {
+            write!(f, "{}{} {}", self.holder, self.template, self.path)
+        }
     }
 }
 
@@ -290,12 +308,26 @@ impl CloudPlan {
 }
 
 /// The plan for `req`, or `None` when it names no resource (or no Cluster).
+///
+/// CAPI hands every ValidateTopology handler the variables of the class's *last*
+/// external patch (`patches/engine.go`, v1.10 to v1.14: the request's variables are
+/// overwritten on each patch and the validation request is built after the loop). A
+/// pack that is not last therefore sees none of its own variables; it then reads the
+/// resources from the patched templates in the request, which are what CAPI is about
+/// to create whoever patched them.
 pub fn plan(
     pack_name: &str,
     checks: &CloudChecks,
     variables: &[PackVariable],
     req: &ValidateTopologyRequest,
 ) -> Option<CloudPlan> {
+    let own = |vars: &[Variable]| {
+        vars.iter()
+            .any(|v| variables.iter().any(|p| p.name == v.name))
+    };
+    if !own(&req.variables) && !req.items.iter().any(|i| own(&i.variables)) {
+        return plan_from_templates(pack_name, checks, req);
+    }
     let (namespace, cluster) = req.cluster()?;
     let globals = values(variables, &req.variables, true);
     let mut found = BTreeSet::new();
@@ -339,6 +371,161 @@ pub fn plan(
         cloud: text(&checks.cloud_name_variable).unwrap_or_else(|| checks.cloud_name.clone()),
         namespace,
         cluster,
+        checks: found.into_iter().collect(),
+    })
+}
+
+/// Where CAPO's v1beta1 templates name cloud resources: `(kind, path under
+/// spec.template.spec, resource)`. A value is a string (a name, or an ID for
+/// `flavorID`) or a CAPO reference `{id}` / `{filter: {name}}`; lists are read item
+/// by item.
+const TEMPLATE_FIELDS: &[(&str, &str, ResourceKind)] = &[
+    ("OpenStackMachineTemplate", "flavor", ResourceKind::Flavor),
+    ("OpenStackMachineTemplate", "image", ResourceKind::Image),
+    (
+        "OpenStackMachineTemplate",
+        "serverGroup",
+        ResourceKind::ServerGroup,
+    ),
+    (
+        "OpenStackClusterTemplate",
+        "externalNetwork",
+        ResourceKind::ExternalNetwork,
+    ),
+    ("OpenStackClusterTemplate", "network", ResourceKind::Network),
+    ("OpenStackClusterTemplate", "subnets", ResourceKind::Subnet),
+    (
+        "OpenStackClusterTemplate",
+        "bastion.spec.flavor",
+        ResourceKind::Flavor,
+    ),
+    (
+        "OpenStackClusterTemplate",
+        "bastion.spec.image",
+        ResourceKind::Image,
+    ),
+];
+
+const INFRA_API_GROUP: &str = "infrastructure.cluster.x-k8s.io/";
+
+/// The plan read from the patched templates of `req` (see [`plan`]): the identity
+/// from the OpenStackClusterTemplate's `identityRef`, the resources from
+/// [`TEMPLATE_FIELDS`]. `None` without an OpenStackClusterTemplate whose identity is
+/// a Secret, or when the templates name nothing.
+fn plan_from_templates(
+    pack_name: &str,
+    checks: &CloudChecks,
+    req: &ValidateTopologyRequest,
+) -> Option<CloudPlan> {
+    let (namespace, cluster) = req.cluster()?;
+    fn spec_of(item: &crate::sdk::topology::ValidateTopologyRequestItem) -> Option<&Value> {
+        item.object["apiVersion"]
+            .as_str()
+            .is_some_and(|a| a.starts_with(INFRA_API_GROUP))
+            .then(|| &item.object["spec"]["template"]["spec"])
+    }
+    let cluster_spec = req.items.iter().find_map(|i| {
+        (i.object["kind"] == "OpenStackClusterTemplate")
+            .then(|| spec_of(i))
+            .flatten()
+    })?;
+    let identity = &cluster_spec["identityRef"];
+    if identity["type"].as_str().is_some_and(|t| t != "Secret") {
+        return None;
+    }
+    let secret = identity["name"].as_str().filter(|s| !s.is_empty())?;
+    let cloud = identity["cloudName"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(&checks.cloud_name);
+    let mut found = BTreeSet::new();
+    for item in &req.items {
+        let Some(spec) = spec_of(item) else { continue };
+        let kind = item.object["kind"].as_str().unwrap_or_default();
+        let holder = if item.holder_reference.kind == "Cluster" {
+            String::new()
+        } else {
+            format!(
+                "{} {}: ",
+                item.holder_reference.kind, item.holder_reference.name
+            )
+        };
+        for (k, path, resource) in TEMPLATE_FIELDS {
+            if *k != kind {
+                continue;
+            }
+            // A bastion that is off boots nothing.
+            if path.starts_with("bastion.") && spec["bastion"]["enabled"] == Value::Bool(false) {
+                continue;
+            }
+            let mut v = spec;
+            for part in path.split('.') {
+                v = &v[part];
+            }
+            let values: Vec<(String, &Value)> = match v {
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("spec.{path}[{i}]"), v))
+                    .collect(),
+                other => vec![(format!("spec.{path}"), other)],
+            };
+            for (at, v) in values {
+                let named = match v {
+                    Value::String(s) => Some((By::Name, s.as_str(), at)),
+                    Value::Object(m) => match (m.get("id"), m.get("filter")) {
+                        (Some(Value::String(id)), _) => {
+                            Some((By::Id, id.as_str(), format!("{at}.id")))
+                        }
+                        (_, Some(f)) => f["name"]
+                            .as_str()
+                            .map(|n| (By::Name, n, format!("{at}.filter.name"))),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some((by, value, at)) = named.filter(|(_, v, _)| !v.is_empty()) {
+                    found.insert((
+                        Place {
+                            holder: holder.clone(),
+                            path: at,
+                            template: kind.to_string(),
+                        },
+                        Lookup {
+                            kind: *resource,
+                            by,
+                            value: value.to_string(),
+                        },
+                    ));
+                }
+            }
+        }
+        if kind == "OpenStackMachineTemplate" {
+            if let Some(id) = spec["flavorID"].as_str().filter(|s| !s.is_empty()) {
+                found.insert((
+                    Place {
+                        holder: holder.clone(),
+                        path: "spec.flavorID".into(),
+                        template: kind.to_string(),
+                    },
+                    Lookup {
+                        kind: ResourceKind::Flavor,
+                        by: By::Id,
+                        value: id.to_string(),
+                    },
+                ));
+            }
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    Some(CloudPlan {
+        pack: pack_name.to_string(),
+        namespace,
+        cluster,
+        secret: secret.to_string(),
+        cloud: cloud.to_string(),
         checks: found.into_iter().collect(),
     })
 }
@@ -395,10 +582,7 @@ fn collect(
         let mut add = |path: String, by: By, value: &str| {
             if !value.is_empty() {
                 out.insert((
-                    Place {
-                        holder: holder.to_string(),
-                        path,
-                    },
+                    Place::variable(holder, path),
                     Lookup {
                         kind: c.kind,
                         by,
@@ -515,6 +699,68 @@ mod tests {
         assert!(shown.len() < 120, "{shown}");
     }
 
+    /// CAPI's request to a pack that is not the class's last patch: only another
+    /// pack's variables, and the patched templates.
+    #[test]
+    fn without_its_variables_a_pack_reads_the_patched_templates() {
+        let holder = |kind: &str, name: &str| {
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind, "namespace": "ns1",
+                   "name": name, "fieldPath": "spec.infrastructureRef"})
+        };
+        let machine = |flavor: &str, image: Value| {
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachineTemplate",
+                   "spec": {"template": {"spec": {"flavor": flavor, "image": image, "sshKeyName": ""}}}})
+        };
+        let req = request(
+            json!({"vip": {"enabled": true}}),
+            json!([
+                {"holderReference": holder("Cluster", "c1"), "object": {
+                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackClusterTemplate",
+                    "spec": {"template": {"spec": {
+                        "identityRef": {"type": "Secret", "name": "c1-creds", "cloudName": "prod"},
+                        "externalNetwork": {"id": "7f0c2d8e-3a51-4b35-9a1e-0c5a8f3e2b11"},
+                        "subnets": [{"filter": {"name": "a"}}, {"id": "1c0ffee0-0000-4000-8000-000000000001"}],
+                        "bastion": {"enabled": false, "spec": {"flavor": "m1.tiny"}}}}}}},
+                {"holderReference": holder("KubeadmControlPlane", "c1-cp"),
+                 "object": machine("m1.mediumm", json!({"filter": {"name": "ubuntu"}}))},
+                {"holderReference": holder("MachineDeployment", "c1-md-0"),
+                 "object": machine("m1.large", json!({"id": "0b1c2d3e-4f50-4617-8899-aabbccddeeff"}))},
+                // Not CAPO's: never read.
+                {"holderReference": holder("Cluster", "c1"), "object": {
+                    "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlaneTemplate",
+                    "spec": {"template": {"spec": {"flavor": "x"}}}}},
+            ]),
+        );
+        let p = plan_for("openstack-v1", &req).unwrap();
+        assert_eq!((p.secret.as_str(), p.cloud.as_str()), ("c1-creds", "prod"));
+        assert_eq!(
+            lines(&p),
+            vec![
+                "OpenStackClusterTemplate spec.externalNetwork.id -> external network ID \"7f0c2d8e-3a51-4b35-9a1e-0c5a8f3e2b11\"",
+                "OpenStackClusterTemplate spec.subnets[0].filter.name -> subnet \"a\"",
+                "OpenStackClusterTemplate spec.subnets[1].id -> subnet ID \"1c0ffee0-0000-4000-8000-000000000001\"",
+                "KubeadmControlPlane c1-cp: OpenStackMachineTemplate spec.flavor -> flavor \"m1.mediumm\"",
+                "KubeadmControlPlane c1-cp: OpenStackMachineTemplate spec.image.filter.name -> image \"ubuntu\"",
+                "MachineDeployment c1-md-0: OpenStackMachineTemplate spec.flavor -> flavor \"m1.large\"",
+                "MachineDeployment c1-md-0: OpenStackMachineTemplate spec.image.id -> image ID \"0b1c2d3e-4f50-4617-8899-aabbccddeeff\"",
+            ]
+        );
+        // The message names the template field and the flavor.
+        let (place, flavor) = &p.checks[3];
+        assert_eq!(
+            problem(place, flavor, &Found::Missing, &cloud_label("prod", None)).unwrap(),
+            "KubeadmControlPlane c1-cp: OpenStackMachineTemplate spec.flavor: flavor \"m1.mediumm\" not found in cloud \"prod\""
+        );
+        // An identity that is not a Secret, or none: nothing to ask the cloud with.
+        let mut other = req.clone();
+        other.items[0].object["spec"]["template"]["spec"]["identityRef"]["type"] =
+            json!("ClusterIdentity");
+        assert_eq!(plan_for("openstack-v1", &other), None);
+        let mut none = req.clone();
+        none.items.remove(0);
+        assert_eq!(plan_for("openstack-v1", &none), None);
+    }
+
     #[test]
     fn openstack_pack_names_flavors_images_networks_and_overrides() {
         let req = request(
@@ -612,10 +858,7 @@ mod tests {
 
     #[test]
     fn messages_name_the_variable_the_resource_and_the_cloud() {
-        let place = Place {
-            holder: String::new(),
-            path: "openstackControlPlane.flavor".into(),
-        };
+        let place = Place::variable("", "openstackControlPlane.flavor");
         let flavor = Lookup {
             kind: ResourceKind::Flavor,
             by: By::Name,
@@ -632,10 +875,7 @@ mod tests {
             by: By::Name,
             value: "ubuntu".into(),
         };
-        let md = Place {
-            holder: "MachineDeployment md-0: ".into(),
-            path: "openstackWorker.image.name".into(),
-        };
+        let md = Place::variable("MachineDeployment md-0: ", "openstackWorker.image.name");
         assert_eq!(
             problem(&md, &image, &Found::Many(2), &cloud_label("c", None)).unwrap(),
             "MachineDeployment md-0: variable openstackWorker.image.name: 2 images named \"ubuntu\" in cloud \"c\"; the name must match exactly one"

@@ -125,8 +125,15 @@ pub fn api_server() -> Result<ApiServer, String> {
             own: None,
         });
     }
+    Ok(start_own(kube_dir, "stackhook-e2e-kube-"))
+}
+
+/// Starts an API server of our own (stopped on drop), whatever
+/// `STACKHOOK_E2E_KUBECONFIG` says: for tests that install webhooks or CRDs other
+/// tests must not see.
+pub fn start_own(kube_dir: PathBuf, prefix: &str) -> ApiServer {
     let state = tempfile::Builder::new()
-        .prefix("stackhook-e2e-kube-")
+        .prefix(prefix)
         .tempdir()
         .expect("state dir");
     let out = Command::new("bash")
@@ -149,7 +156,7 @@ pub fn api_server() -> Result<ApiServer, String> {
         server.kubeconfig.is_file(),
         "up printed no kubeconfig: {stdout}"
     );
-    Ok(server)
+    server
 }
 
 /// The non-empty documents of a multi-document YAML text, as JSON.

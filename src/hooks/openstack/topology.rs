@@ -481,15 +481,7 @@ mod tests {
             cloud: "openstack".into(),
             checks: flavors
                 .iter()
-                .map(|f| {
-                    (
-                        Place {
-                            holder: holder.into(),
-                            path: "openstackWorker.flavor".into(),
-                        },
-                        flavor(f),
-                    )
-                })
+                .map(|f| (Place::variable(holder, "openstackWorker.flavor"), flavor(f)))
                 .collect(),
         }
     }

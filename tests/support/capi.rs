@@ -1,0 +1,703 @@
+//! The real Cluster API managers for tests, from the project's `shared/capi` folder
+//! beside the repository (`STACKHOOK_CAPI_DIR`, default `<repo>/../shared/capi`):
+//! core (topology controller, Runtime SDK registry), the kubeadm bootstrap and
+//! control-plane managers and their webhooks, per CAPI generation.
+//!
+//! A [`Bed`] is one management cluster: an API server of its own (CAPI's webhooks
+//! are registered with `failurePolicy: Fail`, so no other test may share it),
+//! stackhook's CRDs, the managers of one CAPI release, and a second API server, the
+//! **stand-in workload cluster**. CAPI connects to every cluster's control-plane
+//! endpoint through `<cluster>-kubeconfig`; in the test cloud that endpoint is a
+//! floating IP on `public` (203.0.113.0/24), which is not a loopback address. So
+//! every cluster gets a `<cluster>-kubeconfig` Secret that points at the stand-in
+//! before it has an endpoint (KCP keeps a kubeconfig Secret it does not own), and
+//! [`Bed::assert_loopback_only`] checks every manager's log for a dial to anything
+//! else.
+//!
+//! [`StandInKubelet`] plays the kubelets and kubeadm of the workload cluster: for
+//! each Machine with a providerID, a Ready Node with that providerID; for
+//! control-plane Machines also the static Pods KCP checks and the `kubeadm-config`
+//! ConfigMap by which KCP calls a control plane initialized.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::Client;
+use serde_json::{json, Value};
+
+use super::kube_server::{self, ApiServer, MANAGER};
+
+/// Env var naming the folder with `up`, `down` and the managers.
+pub const ENV_CAPI_DIR: &str = "STACKHOOK_CAPI_DIR";
+
+/// One CAPI generation the suite runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// `CAPI_VERSION` of `shared/capi/up`.
+    pub capi: &'static str,
+    /// `--capi-version` of stackhook.
+    pub flag: &'static str,
+    /// The version CAPI's controllers write `cluster.x-k8s.io` objects in.
+    pub cluster_api: &'static str,
+    /// The ClusterClass overlay of `clusterclasses/openstack-kubeadm`.
+    pub overlay: &'static str,
+}
+
+pub const V1_10: Release = Release {
+    capi: "v1.10",
+    flag: "1.10",
+    cluster_api: "v1beta1",
+    overlay: "capi-1.10",
+};
+pub const V1_11: Release = Release {
+    capi: "v1.11",
+    flag: "1.11",
+    cluster_api: "v1beta2",
+    overlay: "capi-1.11",
+};
+pub const V1_13: Release = Release {
+    capi: "v1.13",
+    flag: "1.13",
+    cluster_api: "v1beta2",
+    overlay: "capi-1.11",
+};
+
+impl Release {
+    /// v1.10 has no v1beta2 API at all.
+    pub fn is_v1beta2(self) -> bool {
+        self.cluster_api == "v1beta2"
+    }
+
+    /// The ExtensionConfig's API version in this release's preferred form.
+    pub fn extension_config_api(self) -> &'static str {
+        if self.is_v1beta2() {
+            "runtime.cluster.x-k8s.io/v1beta2"
+        } else {
+            "runtime.cluster.x-k8s.io/v1alpha1"
+        }
+    }
+}
+
+/// `STACKHOOK_CAPI_DIR`, else `<repo>/../shared/capi`.
+pub fn capi_dir() -> PathBuf {
+    match std::env::var_os(ENV_CAPI_DIR) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/capi"),
+    }
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A management cluster with the real CAPI managers and a stand-in workload cluster.
+pub struct Bed {
+    pub release: Release,
+    pub capi_dir: PathBuf,
+    state: tempfile::TempDir,
+    /// `STATE_DIR/env` of `up`: ports, PID files and logs of each manager.
+    pub env: BTreeMap<String, String>,
+    pub mgmt: ApiServer,
+    pub standin: ApiServer,
+}
+
+impl Bed {
+    /// Starts everything, or says why it cannot run here (for a one-line skip).
+    /// Panics when the folders exist but something fails to start.
+    pub fn start(release: Release) -> Result<Bed, String> {
+        let capi_dir = capi_dir();
+        if !capi_dir.join("up").is_file() {
+            return Err(format!(
+                "{} does not exist (set {ENV_CAPI_DIR} to the folder with the Cluster API managers)",
+                capi_dir.display()
+            ));
+        }
+        let kube_dir = kube_server::kube_dir();
+        if !kube_dir.join("up").is_file() {
+            return Err(format!("{} does not exist", kube_dir.display()));
+        }
+        let capi_dir = capi_dir.canonicalize().expect("capi dir");
+        let kube_dir = kube_dir.canonicalize().expect("kube dir");
+        let mgmt = kube_server::start_own(kube_dir.clone(), "stackhook-capi-mgmt-");
+        let standin = kube_server::start_own(kube_dir, "stackhook-capi-workload-");
+        // Our CRDs first: CAPI's managers look their contract label up at start.
+        let crds = Command::new(env!("CARGO_BIN_EXE_stackhook"))
+            .arg("crds")
+            .output()
+            .expect("stackhook crds");
+        assert!(crds.status.success(), "stackhook crds failed");
+        let text = String::from_utf8(crds.stdout).expect("CRDs are UTF-8");
+        kubectl(
+            &mgmt.kubeconfig,
+            &["apply", "--server-side", "-f", "-"],
+            Some(&text),
+        );
+        let state = tempfile::Builder::new()
+            .prefix("stackhook-capi-")
+            .tempdir()
+            .expect("state dir");
+        let out = Command::new("bash")
+            .arg(capi_dir.join("up"))
+            .arg(state.path())
+            .env("KUBECONFIG", &mgmt.kubeconfig)
+            .env("CAPI_VERSION", release.capi)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("running capi up");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut bed = Bed {
+            release,
+            capi_dir,
+            state,
+            env: BTreeMap::new(),
+            mgmt,
+            standin,
+        };
+        assert!(out.status.success(), "capi up failed: {stdout}");
+        let env_file = stdout.lines().last().unwrap_or_default().trim().to_string();
+        let text = std::fs::read_to_string(&env_file)
+            .unwrap_or_else(|e| panic!("capi up printed no env file ({e}): {stdout}"));
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                bed.env.insert(k.to_string(), v.to_string());
+            }
+        }
+        Ok(bed)
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    /// `clusterctl` as `up` unpacked it.
+    pub fn clusterctl(&self) -> PathBuf {
+        self.state.path().join("bin/clusterctl")
+    }
+
+    /// Each manager's log file and its text.
+    pub fn manager_logs(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .filter(|(k, _)| k.ends_with("_LOG"))
+            .map(|(k, path)| (k.clone(), std::fs::read_to_string(path).unwrap_or_default()))
+            .collect()
+    }
+
+    /// No manager tried to reach an address outside 127.0.0.0/8 (a dial error or a
+    /// request URL naming one).
+    pub fn assert_loopback_only(&self) {
+        let mut found = Vec::new();
+        for (name, text) in self.manager_logs() {
+            for line in text.lines() {
+                for addr in dialed_addresses(line) {
+                    if !addr.starts_with("127.") && addr != "localhost" {
+                        found.push(format!("{name}: {addr}: {}", clip(line, 300)));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "a manager connected (or tried to) outside loopback:\n{}",
+            found.join("\n")
+        );
+    }
+
+    /// Log lines of a manager that contain `needle` (e.g. `CAPI_LOG`).
+    pub fn log_lines(&self, manager: &str, needle: &str) -> Vec<String> {
+        let path = self.env.get(manager).expect("manager log");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+
+    pub async fn client(&self) -> Client {
+        self.mgmt.client().await
+    }
+
+    pub async fn standin_client(&self) -> Client {
+        self.standin.client().await
+    }
+
+    /// Applies YAML to the management cluster (server-side), every object moved into
+    /// namespace `ns` (`default` for cluster-scoped ones is ignored by the server).
+    pub fn apply(&self, ns: &str, yaml: &str) {
+        self.try_apply(ns, yaml)
+            .unwrap_or_else(|e| panic!("kubectl apply in {ns}: {e}"));
+    }
+
+    /// Like [`Bed::apply`], but returns the error output instead of panicking.
+    pub fn try_apply(&self, ns: &str, yaml: &str) -> Result<String, String> {
+        let items: Vec<Value> = kube_server::yaml_documents(yaml)
+            .into_iter()
+            .map(|mut d| {
+                if d["kind"] != "ExtensionConfig" && d["kind"] != "Namespace" {
+                    d["metadata"]["namespace"] = json!(ns);
+                }
+                d
+            })
+            .collect();
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        try_kubectl(
+            &self.mgmt.kubeconfig,
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager",
+                MANAGER,
+                "-f",
+                "-",
+            ],
+            Some(&list.to_string()),
+        )
+    }
+
+    /// The `<cluster>-kubeconfig` Secret pointing at the stand-in, as CAPI reads it
+    /// (the cluster-name label puts it in CAPI's Secret cache).
+    pub async fn point_at_standin(&self, ns: &str, cluster: &str) {
+        let kubeconfig = inline_kubeconfig(&self.standin.kubeconfig);
+        let secrets: Api<Secret> = Api::namespaced(self.client().await, ns);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {
+                "name": format!("{cluster}-kubeconfig"),
+                "namespace": ns,
+                "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+            },
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": kubeconfig},
+        }))
+        .expect("secret");
+        secrets
+            .patch(
+                &format!("{cluster}-kubeconfig"),
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .expect("kubeconfig Secret");
+    }
+
+    /// Stops the managers (the API servers stop when dropped).
+    fn down(&self) {
+        let _ = Command::new("bash")
+            .arg(self.capi_dir.join("down"))
+            .arg(self.state.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// Copies the managers' logs to `STACKHOOK_CAPI_LOGS/<prefix>-*` when set, for
+    /// a failed CI run to show.
+    pub fn keep_logs(&self, prefix: &str) {
+        let Some(dir) = std::env::var_os("STACKHOOK_CAPI_LOGS") else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        for (k, path) in self.env.iter().filter(|(k, _)| k.ends_with("_LOG")) {
+            let _ = std::fs::copy(path, dir.join(format!("{prefix}-{k}.log")));
+        }
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        self.keep_logs(self.release.capi);
+        self.down();
+    }
+}
+
+/// The kubeconfig `up` writes (file paths) with the files' contents inline, as CAPI
+/// reads a `<cluster>-kubeconfig` Secret (KCP parses its client certificate).
+pub fn inline_kubeconfig(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).expect("kubeconfig");
+    let v: Value = serde_saphyr::from_str(&text).expect("kubeconfig YAML");
+    let b64 = |p: &Value| {
+        let file = p.as_str().expect("a file path");
+        data_encoding::BASE64.encode(&std::fs::read(file).unwrap_or_else(|e| panic!("{file}: {e}")))
+    };
+    let cluster = &v["clusters"][0]["cluster"];
+    let user = &v["users"][0]["user"];
+    json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "workload", "cluster": {
+            "server": cluster["server"],
+            "certificate-authority-data": b64(&cluster["certificate-authority"])}}],
+        "users": [{"name": "admin", "user": {
+            "client-certificate-data": b64(&user["client-certificate"]),
+            "client-key-data": b64(&user["client-key"])}}],
+        "contexts": [{"name": "workload", "context": {"cluster": "workload", "user": "admin"}}],
+        "current-context": "workload",
+    })
+    .to_string()
+}
+
+fn clip(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// The hosts a Go log line says were dialed or requested: `dial tcp HOST:PORT` and
+/// `https://HOST:PORT`.
+pub fn dialed_addresses(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for marker in ["dial tcp ", "https://", "http://"] {
+        let mut rest = line;
+        while let Some(at) = rest.find(marker) {
+            rest = &rest[at + marker.len()..];
+            let host: String = rest
+                .chars()
+                .take_while(|c| {
+                    c.is_ascii_alphanumeric()
+                        || *c == '.'
+                        || *c == '-'
+                        || *c == '['
+                        || *c == ']'
+                        || *c == ':'
+                })
+                .collect();
+            let host = host
+                .rsplit_once(':')
+                .map(|(h, _)| h.to_string())
+                .unwrap_or(host);
+            // Only IP addresses: names in logs are API groups and docs links.
+            if host.chars().all(|c| c.is_ascii_digit() || c == '.')
+                && host.matches('.').count() == 3
+            {
+                out.push(host);
+            }
+        }
+    }
+    out
+}
+
+/// Runs kubectl against `kubeconfig`, panicking on failure.
+pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    try_kubectl(kubeconfig, args, stdin).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+}
+
+pub fn try_kubectl(
+    kubeconfig: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl (install it, or run .ci/run, which does)");
+    {
+        let mut pipe = child.stdin.take().expect("stdin");
+        if let Some(text) = stdin {
+            pipe.write_all(text.as_bytes()).expect("kubectl stdin");
+        }
+    }
+    let out = child.wait_with_output().expect("kubectl");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// `kubectl kustomize` of a folder of the repository.
+pub fn kustomize(dir: &str) -> String {
+    let out = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(repo().join(dir))
+        .output()
+        .expect("kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// A `cluster.x-k8s.io` kind in the version CAPI writes it in this release.
+pub fn capi_resource(release: Release, group: &str, kind: &str, plural: &str) -> ApiResource {
+    let version = if release.is_v1beta2() {
+        "v1beta2"
+    } else {
+        "v1beta1"
+    };
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+pub fn clusters(release: Release) -> ApiResource {
+    capi_resource(release, "cluster.x-k8s.io", "Cluster", "clusters")
+}
+
+pub fn machines(release: Release) -> ApiResource {
+    capi_resource(release, "cluster.x-k8s.io", "Machine", "machines")
+}
+
+pub fn machine_deployments(release: Release) -> ApiResource {
+    capi_resource(
+        release,
+        "cluster.x-k8s.io",
+        "MachineDeployment",
+        "machinedeployments",
+    )
+}
+
+pub fn cluster_classes(release: Release) -> ApiResource {
+    capi_resource(
+        release,
+        "cluster.x-k8s.io",
+        "ClusterClass",
+        "clusterclasses",
+    )
+}
+
+pub fn kcps(release: Release) -> ApiResource {
+    capi_resource(
+        release,
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+        "kubeadmcontrolplanes",
+    )
+}
+
+pub fn infra(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("infrastructure.cluster.x-k8s.io", "v1beta1", kind),
+        plural,
+    )
+}
+
+/// The condition `type` of an object, in whichever place this release keeps it
+/// (`status.conditions`; for v1beta2 objects also `status.v1beta2.conditions`, and
+/// `status.deprecated.v1beta1.conditions`).
+pub fn condition(obj: &Value, type_: &str) -> Option<Value> {
+    let places = [
+        &obj["status"]["conditions"],
+        &obj["status"]["v1beta2"]["conditions"],
+        &obj["status"]["deprecated"]["v1beta1"]["conditions"],
+    ];
+    places
+        .iter()
+        .filter_map(|p| p.as_array())
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+pub fn condition_true(obj: &Value, type_: &str) -> bool {
+    condition(obj, type_).is_some_and(|c| c["status"] == "True")
+}
+
+/// Plays the kubelets and kubeadm of a stand-in workload cluster for the Machines of
+/// one namespace, until dropped.
+pub struct StandInKubelet {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StandInKubelet {
+    pub fn start(mgmt: Client, standin: Client, release: Release, ns: &str) -> StandInKubelet {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let ns = ns.to_string();
+        let task = tokio::spawn(async move {
+            let mut known = BTreeSet::new();
+            while !flag.load(Ordering::SeqCst) {
+                if let Err(e) = sync_nodes(&mgmt, &standin, release, &ns, &mut known).await {
+                    eprintln!("stand-in kubelet: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        StandInKubelet { stop, task }
+    }
+}
+
+impl Drop for StandInKubelet {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.abort();
+    }
+}
+
+const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+const STATIC_PODS: [&str; 4] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "etcd",
+];
+
+/// One pass: a Node for every Machine with a providerID that has none yet (a Node
+/// CAPI deleted while draining a Machine is not made again).
+async fn sync_nodes(
+    mgmt: &Client,
+    standin: &Client,
+    release: Release,
+    ns: &str,
+    known: &mut BTreeSet<String>,
+) -> Result<(), kube::Error> {
+    let machines: Api<DynamicObject> = Api::namespaced_with(mgmt.clone(), ns, &machines(release));
+    let nodes: Api<DynamicObject> = Api::all_with(
+        standin.clone(),
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Node"), "nodes"),
+    );
+    for m in machines.list(&Default::default()).await? {
+        let name = m.metadata.name.clone().unwrap_or_default();
+        let Some(provider_id) = m.data["spec"]["providerID"].as_str() else {
+            continue;
+        };
+        if m.metadata.deletion_timestamp.is_some() || !known.insert(name.clone()) {
+            continue;
+        }
+        let version = m.data["spec"]["version"]
+            .as_str()
+            .unwrap_or("v1.33.1")
+            .to_string();
+        let control_plane = m
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL));
+        let mut labels = json!({"kubernetes.io/hostname": name});
+        if control_plane {
+            labels["node-role.kubernetes.io/control-plane"] = json!("");
+        }
+        let node: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"providerID": provider_id},
+        }))
+        .expect("node");
+        nodes
+            .patch(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&node),
+            )
+            .await?;
+        let now = jiff::Timestamp::now().to_string();
+        let status = json!({"status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "stand-in kubelet", "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "nodeInfo": {"kubeletVersion": version, "machineID": "", "systemUUID": "", "bootID": "",
+                         "kernelVersion": "", "osImage": "", "containerRuntimeVersion": "",
+                         "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+        }});
+        nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        if control_plane {
+            control_plane_parts(standin, &name, &version).await?;
+        }
+    }
+    Ok(())
+}
+
+/// What kubeadm init/join leaves on a control-plane node that KCP reads: the static
+/// Pods (Running, Ready) and the `kubeadm-config` ConfigMap.
+async fn control_plane_parts(
+    standin: &Client,
+    node: &str,
+    version: &str,
+) -> Result<(), kube::Error> {
+    let ns = "kube-system";
+    let sas: Api<DynamicObject> = Api::namespaced_with(
+        standin.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("", "v1", "ServiceAccount"),
+            "serviceaccounts",
+        ),
+    );
+    // No controller-manager makes it; Pod admission wants it.
+    let sa: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}
+    }))
+    .expect("sa");
+    sas.patch(
+        "default",
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&sa),
+    )
+    .await?;
+    let pods: Api<DynamicObject> = Api::namespaced_with(
+        standin.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Pod"), "pods"),
+    );
+    for component in STATIC_PODS {
+        let name = format!("{component}-{node}");
+        let pod: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns,
+                         "labels": {"component": component, "tier": "control-plane"}},
+            "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                     "containers": [{"name": component, "image": format!("registry.k8s.io/{component}:{version}")}]},
+        }))
+        .expect("pod");
+        pods.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&pod),
+        )
+        .await?;
+        let now = jiff::Timestamp::now().to_string();
+        let status = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+        ]}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+    }
+    let cms: Api<DynamicObject> = Api::namespaced_with(
+        standin.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            "configmaps",
+        ),
+    );
+    if cms.get_opt("kubeadm-config").await?.is_none() {
+        let cm: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kubeadm-config", "namespace": ns},
+            "data": {"ClusterConfiguration": format!(
+                "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: {version}\n")},
+        }))
+        .expect("cm");
+        cms.create(&PostParams::default(), &cm).await?;
+    }
+    Ok(())
+}
+
+/// Deletes every object of `ar` in `ns` (no garbage collector runs here).
+pub async fn delete_all(client: &Client, ns: &str, ar: &ApiResource) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    let _ = api
+        .delete_collection(&DeleteParams::default(), &Default::default())
+        .await;
+}
