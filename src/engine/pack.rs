@@ -436,7 +436,16 @@ fn check_pack(file: &str, raw: RawPack, p: &mut Problems<'_>) -> Pack {
         );
         let compiled = if schema_problems.is_empty() {
             match CompiledSchema::compile(&v.schema.open_api_v3_schema) {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    // Named as CAPI names them in VariableDiscovery failures.
+                    let capi = format!("{served}.variables[{}].schema.openAPIV3Schema", v.name);
+                    let refused = schema::capi_checks(&v.schema.open_api_v3_schema, &capi);
+                    let ok = refused.is_empty();
+                    for (where_, why) in refused {
+                        schema_problems.push((format!("{schema_place}{where_}"), why));
+                    }
+                    ok.then_some(c)
+                }
                 Err((where_, why)) => {
                     schema_problems.push((format!("{schema_place}{where_}"), why));
                     None

@@ -696,6 +696,691 @@ fn split_quoted(r: &str) -> Result<(String, &str), String> {
     Err("unterminated quoted field name".into())
 }
 
+// ---- estimated cost ----------------------------------------------------------------
+//
+// CAPI refuses a variable schema whose rules Kubernetes' static cost estimate puts
+// over budget (`validateSchema` in `internal/topology/variables/
+// clusterclass_variable_validation.go`, which calls apiextensions' `cel.Compile`).
+// kube-cel's `estimate_rule_cost` is a heuristic with its own budget and sizes (1000
+// items, 1000 characters), so it cannot say what Kubernetes says; this is cel-go's
+// `checker.CostEstimator` walk with Kubernetes' `library.CostEstimator` and the
+// apiextensions size estimator, over the parsed rule, with the sizes Kubernetes
+// derives from the schema (`SchemaDeclType`). Only worst-case (`Max`) figures are
+// kept: they are all that is compared with the limits.
+
+/// `StaticEstimatedCostLimit`: the most one rule (times how often it can run) or one
+/// `messageExpression` may cost.
+pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
+/// `StaticEstimatedCRDCostLimit`: the most all rules and message expressions of one
+/// variable schema may cost together.
+pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
+/// `celconfig.MaxRequestSizeBytes` (3 MiB), from which unbounded sizes are derived.
+const MAX_REQUEST_SIZE_BYTES: u64 = 3 * 1024 * 1024;
+/// cel-go's `common.StringTraversalCostFactor`.
+const STRING_TRAVERSAL: f64 = 0.1;
+/// cel-go's `common.RegexStringLengthCostFactor`.
+const REGEX_LENGTH: f64 = 0.25;
+
+fn schema_type(s: &Value) -> &str {
+    s.get("type").and_then(Value::as_str).unwrap_or_default()
+}
+
+fn schema_uint(s: &Value, key: &str) -> Option<u64> {
+    s.get(key).and_then(Value::as_i64).map(|n| n.max(0) as u64)
+}
+
+fn schema_format(s: &Value) -> &str {
+    s.get("format").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The property of an object node that a CEL field name selects: names are escaped
+/// as the API server escapes them (`__dash__`, `__dot__`, `__slash__`, `_` doubled,
+/// reserved words as `__word__`), as kube-cel binds them.
+fn property<'a>(s: &'a Value, cel_name: &str) -> Option<&'a Value> {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    let escape = |name: &str| -> String {
+        if RESERVED.contains(&name) {
+            return format!("__{name}__");
+        }
+        name.chars()
+            .map(|c| match c {
+                '_' => "__".to_string(),
+                '.' => "__dot__".to_string(),
+                '-' => "__dash__".to_string(),
+                '/' => "__slash__".to_string(),
+                c => c.to_string(),
+            })
+            .collect()
+    };
+    let props = s.get("properties")?.as_object()?;
+    props
+        .get(cel_name)
+        .filter(|_| escape(cel_name) == cel_name)
+        .or_else(|| {
+            props
+                .iter()
+                .find(|(k, _)| escape(k) == cel_name)
+                .map(|(_, v)| v)
+        })
+}
+
+/// The schema of a map's values, when the node is a map (`additionalProperties`).
+fn map_values(s: &Value) -> Option<&Value> {
+    s.get("additionalProperties").filter(|a| a.is_object())
+}
+
+/// `DeclType.MaxElements` of a node: a string's length in bytes (4 per character of
+/// `maxLength`), a list's items, a map's entries; unbounded ones derived from the
+/// request size limit, as `SchemaDeclType` does.
+pub fn max_elements(s: &Value) -> u64 {
+    let per_request = MAX_REQUEST_SIZE_BYTES - 2;
+    if s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        return per_request;
+    }
+    match schema_type(s) {
+        "string" => match schema_format(s) {
+            "byte" => schema_uint(s, "maxLength").unwrap_or(per_request),
+            "duration" | "date-time" => 32,
+            "date" => 12,
+            _ => {
+                if let Some(n) = schema_uint(s, "maxLength") {
+                    n.saturating_mul(4)
+                } else if let Some(values) = s.get("enum").and_then(Value::as_array) {
+                    values
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(|v| v.len() as u64)
+                        .max()
+                        .unwrap_or(0)
+                } else {
+                    per_request
+                }
+            }
+        },
+        "array" => schema_uint(s, "maxItems").unwrap_or_else(|| {
+            let item = s.get("items").map(min_serialized_size).unwrap_or(0);
+            per_request / (item + 1)
+        }),
+        "object" => match map_values(s) {
+            Some(values) => schema_uint(s, "maxProperties")
+                .unwrap_or_else(|| per_request / (min_serialized_size(values) + 6)),
+            None => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// `DeclType.MinSerializedSize`: the fewest JSON bytes a value of the node takes.
+pub fn min_serialized_size(s: &Value) -> u64 {
+    match schema_type(s) {
+        "string" => match schema_format(s) {
+            "duration" => 3,
+            "date" => 12,
+            "date-time" => 21,
+            _ => 2,
+        },
+        "boolean" => 4,
+        "integer" | "number" => 1,
+        "array" => 2,
+        "object" if map_values(s).is_some() => 2,
+        "object" => {
+            let required: Vec<&str> = s
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut size = 2u64;
+            if let Some(props) = s.get("properties").and_then(Value::as_object) {
+                for (name, prop) in props {
+                    if required.contains(&name.as_str()) && prop.get("default").is_none() {
+                        size = size
+                            .saturating_add(name.len() as u64)
+                            .saturating_add(min_serialized_size(prop))
+                            .saturating_add(4);
+                    }
+                }
+            }
+            size
+        }
+        _ => 2,
+    }
+}
+
+/// How many times a rule of a node with this minimum size can run in one request
+/// (`maxCardinality` of apiextensions' `cel.Compile`), for a node under an
+/// unbounded list or map.
+pub fn max_cardinality(min_size: u64) -> u64 {
+    MAX_REQUEST_SIZE_BYTES / (min_size + 1)
+}
+
+/// cel-go's `MultiplyByCostFactor`: rounded up, saturating.
+fn by_factor(size: u64, factor: f64) -> u64 {
+    if size == 0 {
+        return 0;
+    }
+    let v = (size as f64 * factor).ceil();
+    if v >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        v as u64
+    }
+}
+
+/// What the estimate knows of a value's type.
+#[derive(Clone, Debug)]
+enum Ty<'a> {
+    /// A node of the rule's schema.
+    Schema(&'a Value),
+    Str,
+    Bytes,
+    Scalar,
+    List(Box<Ty<'a>>),
+    Map,
+    Dyn,
+}
+
+impl<'a> Ty<'a> {
+    fn is_string(&self) -> bool {
+        match self {
+            Ty::Str => true,
+            Ty::Schema(s) => schema_type(s) == "string" && schema_format(s) != "byte",
+            _ => false,
+        }
+    }
+
+    fn is_bytes(&self) -> bool {
+        match self {
+            Ty::Bytes => true,
+            Ty::Schema(s) => schema_type(s) == "string" && schema_format(s) == "byte",
+            _ => false,
+        }
+    }
+
+    fn is_list(&self) -> bool {
+        match self {
+            Ty::List(_) => true,
+            Ty::Schema(s) => schema_type(s) == "array",
+            _ => false,
+        }
+    }
+
+    fn is_map(&self) -> bool {
+        match self {
+            Ty::Map => true,
+            Ty::Schema(s) => schema_type(s) == "object" && map_values(s).is_some(),
+            _ => false,
+        }
+    }
+
+    fn is_scalar(&self) -> bool {
+        match self {
+            Ty::Scalar => true,
+            Ty::Schema(s) => matches!(schema_type(s), "integer" | "number" | "boolean"),
+            _ => false,
+        }
+    }
+
+    /// The type of an element (a list's item, a map's key) a comprehension binds.
+    fn element(&self) -> Ty<'a> {
+        match self {
+            Ty::List(e) => (**e).clone(),
+            Ty::Schema(s) if schema_type(s) == "array" => {
+                s.get("items").map(Ty::Schema).unwrap_or(Ty::Dyn)
+            }
+            Ty::Schema(s) if schema_type(s) == "object" => Ty::Str,
+            Ty::Map => Ty::Str,
+            _ => Ty::Dyn,
+        }
+    }
+
+    fn field(&self, name: &str) -> Ty<'a> {
+        match self {
+            Ty::Schema(s) => property(s, name)
+                .or_else(|| map_values(s))
+                .map(Ty::Schema)
+                .unwrap_or(Ty::Dyn),
+            _ => Ty::Dyn,
+        }
+    }
+}
+
+/// One expression's estimate: its cost, its size when computed (literals, results
+/// of sized functions), and its path from `self` for the schema's sizes.
+struct Est<'a> {
+    cost: u64,
+    size: Option<u64>,
+    path: Option<Vec<String>>,
+    ty: Ty<'a>,
+}
+
+impl<'a> Est<'a> {
+    fn new(cost: u64, ty: Ty<'a>) -> Est<'a> {
+        Est {
+            cost,
+            size: None,
+            path: None,
+            ty,
+        }
+    }
+}
+
+struct Coster<'a> {
+    root: &'a Value,
+    /// Comprehension variables in scope: name, path, type.
+    bound: Vec<(String, Vec<String>, Ty<'a>)>,
+}
+
+impl<'a> Coster<'a> {
+    /// The apiextensions size estimator: the node at `path` (its first step is the
+    /// variable, taken as `self`) and its `MaxElements`.
+    fn path_size(&self, path: &[String]) -> Option<u64> {
+        let mut node = self.root;
+        for step in path.iter().skip(1) {
+            node = match step.as_str() {
+                "@items" => node.get("items")?,
+                "@values" => map_values(node)?,
+                // Map keys are plain strings, `MaxElements` 0.
+                "@keys" => return Some(0),
+                name => property(node, name)?,
+            };
+        }
+        Some(max_elements(node))
+    }
+
+    /// cel-go's `sizeEstimate` (`scalar_is_one`) or Kubernetes' (without it).
+    fn size(&self, e: &Est<'_>, scalar_is_one: bool) -> u64 {
+        if let Some(s) = e.size {
+            return s;
+        }
+        if let Some(s) = e.path.as_deref().and_then(|p| self.path_size(p)) {
+            return s;
+        }
+        if scalar_is_one && e.ty.is_scalar() {
+            return 1;
+        }
+        u64::MAX
+    }
+
+    fn expr(&mut self, e: &IdedExpr) -> Est<'a> {
+        match &e.expr {
+            Expr::Unspecified | Expr::Struct(_) => Est::new(0, Ty::Dyn),
+            Expr::Literal(l) => {
+                use kube_cel::cel::common::ast::LiteralValue as L;
+                let (size, ty) = match l {
+                    L::String(s) => (s.inner().chars().count() as u64, Ty::Str),
+                    L::Bytes(b) => (b.inner().len() as u64, Ty::Bytes),
+                    _ => (1, Ty::Scalar),
+                };
+                Est {
+                    cost: 0,
+                    size: Some(size),
+                    path: None,
+                    ty,
+                }
+            }
+            Expr::Ident(name) => {
+                let (path, ty) = match self.bound.iter().rev().find(|b| &b.0 == name) {
+                    Some((_, path, ty)) => (path.clone(), ty.clone()),
+                    None if name == "self" || name == "oldSelf" => {
+                        (vec![name.clone()], Ty::Schema(self.root))
+                    }
+                    None => (vec![name.clone()], Ty::Dyn),
+                };
+                Est {
+                    cost: 1,
+                    size: None,
+                    path: Some(path),
+                    ty,
+                }
+            }
+            Expr::Select(sel) => {
+                let operand = self.expr(&sel.operand);
+                if sel.test {
+                    // Kubernetes turns off the cost of the presence test itself
+                    // (`checker.PresenceTestHasCost(false)`).
+                    return Est::new(operand.cost, Ty::Scalar);
+                }
+                let path = operand.path.clone().map(|mut p| {
+                    p.push(sel.field.clone());
+                    p
+                });
+                Est {
+                    cost: operand.cost.saturating_add(1),
+                    size: None,
+                    path,
+                    ty: operand.ty.field(&sel.field),
+                }
+            }
+            Expr::List(l) => {
+                let elems: Vec<Est<'a>> = l.elements.iter().map(|x| self.expr(x)).collect();
+                let cost = elems
+                    .iter()
+                    .fold(10u64, |acc, x| acc.saturating_add(x.cost));
+                let elem = elems.first().map(|x| x.ty.clone()).unwrap_or(Ty::Dyn);
+                Est {
+                    cost,
+                    size: Some(elems.len() as u64),
+                    path: None,
+                    ty: Ty::List(Box::new(elem)),
+                }
+            }
+            Expr::Map(m) => {
+                let mut cost = 30u64;
+                for entry in &m.entries {
+                    if let EntryExpr::MapEntry(me) = &entry.expr {
+                        cost = cost
+                            .saturating_add(self.expr(&me.key).cost)
+                            .saturating_add(self.expr(&me.value).cost);
+                    }
+                }
+                Est {
+                    cost,
+                    size: Some(m.entries.len() as u64),
+                    path: None,
+                    ty: Ty::Map,
+                }
+            }
+            Expr::Comprehension(c) => {
+                let range = self.expr(&c.iter_range);
+                let init = self.expr(&c.accu_init);
+                let step_name = if range.ty.is_map() { "@keys" } else { "@items" };
+                let mut path = range.path.clone().unwrap_or_default();
+                path.push(step_name.to_string());
+                self.bound
+                    .push((c.iter_var.clone(), path, range.ty.element()));
+                let cond = self.expr(&c.loop_cond);
+                let step = self.expr(&c.loop_step);
+                self.bound.pop();
+                let result = self.expr(&c.result);
+                let count = self.size(&range, true);
+                let ty = match (&init.ty, &result.ty) {
+                    (Ty::List(_), _) => Ty::List(Box::new(range.ty.element())),
+                    (_, Ty::Dyn) => init.ty.clone(),
+                    (_, t) => t.clone(),
+                };
+                Est {
+                    cost: range
+                        .cost
+                        .saturating_add(init.cost)
+                        .saturating_add(result.cost)
+                        .saturating_add(count.saturating_mul(cond.cost.saturating_add(step.cost))),
+                    size: Some(count),
+                    path: None,
+                    ty,
+                }
+            }
+            Expr::Call(call) => self.call(call),
+        }
+    }
+
+    fn call(&mut self, call: &kube_cel::cel::common::ast::CallExpr) -> Est<'a> {
+        let target = call.target.as_deref().map(|t| self.expr(t));
+        let args: Vec<Est<'a>> = call.args.iter().map(|a| self.expr(a)).collect();
+        let arg_sum = args.iter().fold(0u64, |acc, a| acc.saturating_add(a.cost));
+        let base = target
+            .as_ref()
+            .map_or(0, |t| t.cost)
+            .saturating_add(arg_sum);
+        let name = call.func_name.as_str();
+        let out = |own: u64, size: Option<u64>, ty: Ty<'a>| Est {
+            cost: base.saturating_add(own),
+            size,
+            path: None,
+            ty,
+        };
+        let t = target.as_ref();
+        let k8s = |e: &Est<'_>| self.size(e, false);
+        let cel = |e: &Est<'_>| self.size(e, true);
+        // Kubernetes' library.CostEstimator first (cel-go hands it a target even for
+        // global functions), then cel-go's own costs, then O(1).
+        match name {
+            "_&&_" | "_||_" => return out(0, None, Ty::Scalar),
+            "_?_:_" if args.len() == 3 => {
+                let cost = args[0].cost.saturating_add(args[1].cost.max(args[2].cost));
+                let size = cel(&args[1]).max(cel(&args[2]));
+                return Est {
+                    cost,
+                    size: Some(size),
+                    path: None,
+                    ty: args[1].ty.clone(),
+                };
+            }
+            "isSorted" | "sum" | "max" | "min" | "indexOf" | "lastIndexOf" if t.is_some() => {
+                let t = t.expect("checked");
+                if t.ty.is_list() {
+                    let elem_ty = t.ty.element();
+                    let mut each = 1u64;
+                    if elem_ty.is_string() || elem_ty.is_bytes() {
+                        let elem = Est {
+                            cost: 0,
+                            size: None,
+                            path: t.path.clone().map(|mut p| {
+                                p.push("@items".into());
+                                p
+                            }),
+                            ty: elem_ty,
+                        };
+                        each = each.saturating_add(by_factor(k8s(&elem), STRING_TRAVERSAL));
+                    }
+                    return out(k8s(t).saturating_mul(each), None, Ty::Dyn);
+                }
+                return out(by_factor(k8s(t), STRING_TRAVERSAL), None, Ty::Scalar);
+            }
+            "url" if args.len() == 1 => {
+                return out(by_factor(k8s(&args[0]), STRING_TRAVERSAL), None, Ty::Dyn)
+            }
+            "lowerAscii" | "upperAscii" | "substring" | "trim" if t.is_some() => {
+                let sz = k8s(t.expect("checked"));
+                return out(by_factor(sz, STRING_TRAVERSAL), Some(sz), Ty::Str);
+            }
+            "replace" if t.is_some() && args.len() >= 2 => {
+                let sz = k8s(t.expect("checked"));
+                let to_replace_min = args[0].size.unwrap_or(0);
+                let with = k8s(&args[1]);
+                let size = if to_replace_min == 0 {
+                    sz.saturating_add(1).saturating_mul(with).saturating_add(sz)
+                } else if with <= to_replace_min {
+                    sz
+                } else {
+                    sz.div_ceil(to_replace_min).saturating_mul(with)
+                };
+                return out(by_factor(sz, 2.0 * STRING_TRAVERSAL), Some(size), Ty::Str);
+            }
+            "split" if t.is_some() => {
+                let sz = k8s(t.expect("checked"));
+                let limit = match args.get(1).map(|a| &a.ty) {
+                    Some(Ty::Scalar) => call.args.get(1).and_then(|a| match &a.expr {
+                        Expr::Literal(kube_cel::cel::common::ast::LiteralValue::Int(i)) => {
+                            Some((*i.inner()).max(0) as u64)
+                        }
+                        _ => None,
+                    }),
+                    _ => None,
+                };
+                return out(
+                    by_factor(sz, 2.0 * STRING_TRAVERSAL),
+                    Some(limit.unwrap_or(sz)),
+                    Ty::List(Box::new(Ty::Str)),
+                );
+            }
+            "join" if t.is_some() => {
+                let t = t.expect("checked");
+                let list = k8s(t);
+                let elem = Est {
+                    cost: 0,
+                    size: None,
+                    path: t.path.clone().map(|mut p| {
+                        p.push("@items".into());
+                        p
+                    }),
+                    ty: t.ty.element(),
+                };
+                let mut sz = list.saturating_mul(k8s(&elem));
+                if let Some(sep) = args.first() {
+                    sz = sz.saturating_add(k8s(sep).saturating_mul(list.saturating_sub(1)));
+                }
+                return out(by_factor(sz, STRING_TRAVERSAL), Some(sz), Ty::Str);
+            }
+            "find" | "findAll" if t.is_some() && !args.is_empty() => {
+                let sz = k8s(t.expect("checked"));
+                let cost = by_factor(sz.saturating_add(1), STRING_TRAVERSAL)
+                    .saturating_mul(by_factor(k8s(&args[0]), REGEX_LENGTH));
+                return out(cost, Some(sz), Ty::Dyn);
+            }
+            "cidr" | "isIP" | "isCIDR" | "quantity" | "isQuantity" if !args.is_empty() => {
+                return out(by_factor(k8s(&args[0]), STRING_TRAVERSAL), None, Ty::Dyn)
+            }
+            "ip" => {
+                let own = match args.first() {
+                    Some(a) => by_factor(k8s(a), STRING_TRAVERSAL),
+                    None => 1,
+                };
+                return out(own, None, Ty::Dyn);
+            }
+            "ip.isCanonical" if !args.is_empty() => {
+                return out(
+                    by_factor(k8s(&args[0]), 2.0 * STRING_TRAVERSAL),
+                    None,
+                    Ty::Scalar,
+                )
+            }
+            "containsIP" | "containsCIDR" if t.is_some() && !args.is_empty() => {
+                // Two IPs of at most 16 bytes compared, then the CIDR's bits again.
+                let mut own = by_factor(32, STRING_TRAVERSAL);
+                if name == "containsCIDR" {
+                    own = own.saturating_add(by_factor(16, STRING_TRAVERSAL) + 1);
+                }
+                if args[0].ty.is_string() {
+                    own = own.saturating_add(by_factor(k8s(&args[0]), STRING_TRAVERSAL));
+                }
+                return out(own, None, Ty::Scalar);
+            }
+            _ => {}
+        }
+        // cel-go's own estimates.
+        let own = match name {
+            "startsWith" | "endsWith" if args.len() == 1 => {
+                by_factor(cel(&args[0]), STRING_TRAVERSAL)
+            }
+            "@in" if args.len() == 2 && args[1].ty.is_list() => cel(&args[1]),
+            "matches" if t.is_some() && args.len() == 1 => {
+                by_factor(cel(t.expect("checked")).saturating_add(1), STRING_TRAVERSAL)
+                    .saturating_mul(by_factor(cel(&args[0]), REGEX_LENGTH))
+            }
+            "contains" if t.is_some_and(|t| t.ty.is_string()) && args.len() == 1 => {
+                by_factor(cel(t.expect("checked")), STRING_TRAVERSAL)
+                    .saturating_mul(by_factor(cel(&args[0]), STRING_TRAVERSAL))
+            }
+            "_+_" if args.len() == 2 => {
+                let sz = cel(&args[0]).saturating_add(cel(&args[1]));
+                if args[0].ty.is_string()
+                    || args[1].ty.is_string()
+                    || args[0].ty.is_bytes()
+                    || args[1].ty.is_bytes()
+                {
+                    let ty = if args[0].ty.is_bytes() {
+                        Ty::Bytes
+                    } else {
+                        Ty::Str
+                    };
+                    return out(by_factor(sz, STRING_TRAVERSAL), Some(sz), ty);
+                }
+                if args[0].ty.is_list() || args[1].ty.is_list() {
+                    let ty = if args[1].ty.is_list() {
+                        args[1].ty.clone()
+                    } else {
+                        args[0].ty.clone()
+                    };
+                    return out(1, Some(sz), ty);
+                }
+                1
+            }
+            "_==_" | "_!=_" if args.len() == 2 => {
+                by_factor(cel(&args[0]).min(cel(&args[1])), STRING_TRAVERSAL)
+            }
+            "_<_" | "_<=_" | "_>_" | "_>=_"
+                if args.len() == 2 && (args[0].ty.is_string() || args[0].ty.is_bytes()) =>
+            {
+                by_factor(cel(&args[0]).min(cel(&args[1])), STRING_TRAVERSAL)
+            }
+            _ => 1,
+        };
+        let ty = match name {
+            "size" | "-_" | "_-_" | "_*_" | "_/_" | "_%_" | "_+_" => Ty::Scalar,
+            "_[_]" => match (t, args.first()) {
+                (None, Some(a)) => a.ty.element(),
+                _ => Ty::Dyn,
+            },
+            "@in"
+            | "!_"
+            | "@not_strictly_false"
+            | "_==_"
+            | "_!=_"
+            | "_<_"
+            | "_<=_"
+            | "_>_"
+            | "_>=_"
+            | "matches"
+            | "contains"
+            | "startsWith"
+            | "endsWith" => Ty::Scalar,
+            _ => Ty::Dyn,
+        };
+        out(own, None, ty)
+    }
+}
+
+/// Kubernetes' estimated worst-case cost of one evaluation of `expression` on a value
+/// of schema node `node` (`CompilationResult.MaxCost`); 0 when it does not parse.
+pub fn estimated_cost(expression: &str, node: &Value) -> u64 {
+    let parsed = std::panic::catch_unwind(|| cel::Program::compile(expression));
+    let Ok(Ok(program)) = parsed else {
+        return 0;
+    };
+    let mut coster = Coster {
+        root: node,
+        bound: Vec::new(),
+    };
+    coster.expr(program.expression()).cost
+}
+
+/// Kubernetes' `getCostErrorMessage`.
+pub fn cost_error_message(what: &str, cost: u64, limit: u64) -> String {
+    let factor = cost as f64 / limit as f64;
+    let factor = if factor > 100.0 {
+        "more than 100x".to_string()
+    } else if factor < 1.5 {
+        format!("{factor:.6}x")
+    } else {
+        format!("{factor:.1}x")
+    };
+    format!(
+        "{what} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )
+}
+
 // Rules are shared between request threads through `Arc<Pack>`.
 const _: fn() = || {
     fn assert_send_sync<T: Send + Sync>() {}

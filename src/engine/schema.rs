@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::{Map, Value};
 
-use super::rules::Rule;
+use super::rules::{self, Rule};
 use crate::sdk::clip::{clip, clip_json};
 
 /// How many unexpected field names an `additionalProperties` failure lists.
@@ -99,17 +99,34 @@ fn check_node(s: &Value, place: &str, in_junctor: bool, out: &mut Vec<(String, S
             format!("{place}.type"),
             "type must be a single string (a list of types cannot be decoded by CAPI)".into(),
         )),
-        None => {
-            let int_or_string = obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
-            let preserve =
-                obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-            if !in_junctor && !int_or_string && !preserve {
-                out.push((
-                    place.to_string(),
-                    "type must be set (structural schema)".into(),
-                ));
-            }
+        // CAPI's `validateSchema` wants a type on every node of a variable schema, even
+        // one that preserves unknown fields or is int-or-string.
+        None if !in_junctor => out.push((
+            place.to_string(),
+            "type must be set (CAPI: type cannot be empty)".into(),
+        )),
+        None => {}
+    }
+    for key in [
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-int-or-string",
+    ] {
+        if obj.get(key) == Some(&Value::Bool(false)) {
+            out.push((
+                format!("{place}.{key}"),
+                "must be true or undefined (structural schema)".into(),
+            ));
         }
+    }
+    if obj
+        .get("additionalProperties")
+        .is_some_and(Value::is_boolean)
+    {
+        out.push((
+            format!("{place}.additionalProperties"),
+            "must be a schema: CAPI's JSONSchemaProps cannot decode a boolean additionalProperties"
+                .into(),
+        ));
     }
     for key in ["maximum", "minimum"] {
         if let Some(v) = obj.get(key) {
@@ -508,6 +525,176 @@ impl CompiledSchema {
         out.sort();
         out.dedup();
         out
+    }
+}
+
+/// How many of the costliest rules CAPI names when a schema's total is over budget
+/// (apiextensions' `TotalCost.MostExpensive`).
+const MOST_EXPENSIVE: usize = 4;
+
+/// The checks CAPI runs on a variable schema after its structure, as CAPI reports
+/// them: every `default`, `example` and `enum` value valid against its node with the
+/// node's CEL rules and those below it (`ValidateDefaults`, `validateSchema`), and
+/// the rules' estimated cost within Kubernetes' budgets, per rule and for the whole
+/// schema. `capi` is the schema's field path as CAPI prints it
+/// (`<patch>.variables[<name>].schema.openAPIV3Schema`). Problems are `(place suffix,
+/// problem)`, the problem starting with CAPI's field path.
+pub fn capi_checks(schema: &Value, capi: &str) -> Vec<(String, String)> {
+    let mut walk = CapiWalk::default();
+    walk.node(schema, "", capi, Some(1));
+    let mut out = walk.out;
+    if walk.total > rules::STATIC_ESTIMATED_CRD_COST_LIMIT {
+        walk.costs.sort_by_key(|c| std::cmp::Reverse(c.0));
+        for (_, place, path) in walk.costs.iter().take(MOST_EXPENSIVE) {
+            out.push((
+                place.clone(),
+                format!("{path}: Forbidden: contributed to estimated rule & messageExpression cost total exceeding cost limit for entire OpenAPIv3 schema"),
+            ));
+        }
+        out.push((
+            String::new(),
+            format!(
+                "{capi}: Forbidden: {}",
+                rules::cost_error_message(
+                    "x-kubernetes-validations estimated rule & messageExpression cost total for entire OpenAPIv3 schema",
+                    walk.total,
+                    rules::STATIC_ESTIMATED_CRD_COST_LIMIT
+                )
+            ),
+        ));
+    }
+    out
+}
+
+#[derive(Default)]
+struct CapiWalk {
+    out: Vec<(String, String)>,
+    /// Sum of every rule's cost times its cardinality and of every
+    /// messageExpression's cost, saturating (`TotalCost.Total`).
+    total: u64,
+    /// `(cost, place, CAPI path)` of each rule and messageExpression.
+    costs: Vec<(u64, String, String)>,
+}
+
+impl CapiWalk {
+    /// `card`: how often the node can occur in one value, `None` under an unbounded
+    /// list or map (CAPI's `CELSchemaContext.MaxCardinality`).
+    fn node(&mut self, s: &Value, place: &str, capi: &str, card: Option<u64>) {
+        let Some(obj) = s.as_object() else { return };
+        let values: Vec<(String, &Value)> = obj
+            .get("default")
+            .map(|d| ("default".to_string(), d))
+            .into_iter()
+            .chain(obj.get("example").map(|e| ("example".to_string(), e)))
+            .chain(
+                obj.get("enum")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(i, v)| (format!("enum[{i}]"), v)),
+            )
+            .collect();
+        if !values.is_empty() {
+            if let (Ok(validator), Ok(cel)) = (validator_for(s), CelNode::build(s)) {
+                let node = CompiledSchema {
+                    schema: s.clone(),
+                    validator,
+                    cel,
+                    defaults: Defaults::default(),
+                };
+                for (key, v) in values {
+                    if v.is_null() {
+                        continue;
+                    }
+                    for (p, e) in node.validate(v) {
+                        self.out
+                            .push((format!("{place}.{key}"), format!("{capi}.{key}{p}: {e}")));
+                    }
+                }
+            }
+        }
+        if let Some(list) = obj
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        {
+            let min_size = rules::min_serialized_size(s);
+            for (i, r) in list.iter().enumerate() {
+                let rule_place = format!("{place}.x-kubernetes-validations[{i}]");
+                let rule_capi = format!("{capi}.x-kubernetes-validations[{i}]");
+                if let Some(src) = r.get("rule").and_then(Value::as_str) {
+                    let cost = rules::estimated_cost(src, s);
+                    let times = card.unwrap_or_else(|| rules::max_cardinality(min_size));
+                    let cost = if cost == 0 {
+                        0
+                    } else {
+                        cost.saturating_mul(times)
+                    };
+                    self.observe(
+                        cost,
+                        format!("{rule_place}.rule"),
+                        format!("{rule_capi}.rule"),
+                        "estimated rule cost",
+                    );
+                }
+                if let Some(src) = r.get("messageExpression").and_then(Value::as_str) {
+                    // Not multiplied by the cardinality, as in Kubernetes.
+                    let cost = rules::estimated_cost(src, s);
+                    self.observe(
+                        cost,
+                        format!("{rule_place}.messageExpression"),
+                        format!("{rule_capi}.messageExpression"),
+                        "estimated messageExpression cost",
+                    );
+                }
+            }
+        }
+        // A child's cardinality: the node's times its own count of children
+        // (`extractMaxElements`): 1 for an object's fields, `maxItems` or
+        // `maxProperties`, unbounded without them.
+        let times = |n: Option<u64>| card.zip(n).map(|(c, n)| c.saturating_mul(n));
+        if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                self.node(
+                    v,
+                    &format!("{place}.properties.{k}"),
+                    &format!("{capi}.properties[{k}]"),
+                    times(Some(1)),
+                );
+            }
+        }
+        if let Some(ap) = obj.get("additionalProperties").filter(|a| a.is_object()) {
+            let n = obj.get("maxProperties").and_then(Value::as_u64);
+            self.node(
+                ap,
+                &format!("{place}.additionalProperties"),
+                &format!("{capi}.additionalProperties"),
+                times(n),
+            );
+        }
+        if let Some(items) = obj.get("items") {
+            let n = obj.get("maxItems").and_then(Value::as_u64);
+            self.node(
+                items,
+                &format!("{place}.items"),
+                &format!("{capi}.items"),
+                times(n),
+            );
+        }
+    }
+
+    fn observe(&mut self, cost: u64, place: String, capi: String, what: &str) {
+        if cost > rules::STATIC_ESTIMATED_COST_LIMIT {
+            self.out.push((
+                place.clone(),
+                format!(
+                    "{capi}: Forbidden: {}",
+                    rules::cost_error_message(what, cost, rules::STATIC_ESTIMATED_COST_LIMIT)
+                ),
+            ));
+        }
+        self.total = self.total.saturating_add(cost);
+        self.costs.push((cost, place, capi));
     }
 }
 
