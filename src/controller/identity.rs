@@ -183,6 +183,94 @@ mod tests {
         assert_eq!(id.clouds_yaml.expose_secret(), yaml.as_bytes());
     }
 
+    /// A CA bundle laid out as certifi's (the default `cacert` of Magnum's
+    /// Secret): `count` self-signed CA certificates, each after comment
+    /// lines naming it.
+    fn ca_bundle(count: usize) -> String {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let key = KeyPair::generate().unwrap();
+        let mut bundle = String::new();
+        for i in 0..count {
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            let cn = format!("Example Root CA {i:03}");
+            params.distinguished_name.push(DnType::CommonName, &cn);
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, "Example Trust Services");
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            let cert = params.self_signed(&key).unwrap();
+            bundle.push_str(&format!(
+                "\n# Issuer: CN={cn} O=Example Trust Services\n# Subject: CN={cn} O=Example Trust Services\n\
+                 # Label: \"{cn}\"\n# Serial: {i}\n"
+            ));
+            bundle.push_str(&cert.pem());
+        }
+        bundle
+    }
+
+    /// Magnum's identity Secret (tests/fixtures/magnum) with a `cacert` the
+    /// size of certifi's bundle, as the driver writes it by default: read
+    /// whole, from `stringData` as submitted and from `data` as the API
+    /// server returns it, and usable as the session's roots.
+    #[test]
+    fn reads_magnum_secret_with_a_large_ca_bundle() {
+        use crate::infra::cluster::CloudSource;
+        use stackhook_openstack::config::AuthMethod;
+
+        let bundle = ca_bundle(260);
+        assert!(bundle.len() > 200_000, "{} bytes", bundle.len());
+        let mut submitted: Secret = serde_saphyr::from_str(include_str!(
+            "../../tests/fixtures/magnum/secret.cloud-config.yaml"
+        ))
+        .unwrap();
+        submitted
+            .string_data
+            .as_mut()
+            .unwrap()
+            .insert(CACERT_KEY.into(), bundle.clone());
+        let mut stored = submitted.clone();
+        stored.data = stored.string_data.take().map(|d| {
+            d.into_iter()
+                .map(|(k, v)| (k, ByteString(v.into_bytes())))
+                .collect()
+        });
+        let ident = OpenStackIdentityReference {
+            name: "kube-7x2kq-cloud-config".into(),
+            cloud_name: "default".into(),
+            ..Default::default()
+        };
+        for secret in [&submitted, &stored] {
+            let id = identity_from_reference(secret, &ident).unwrap();
+            assert_eq!(id.cacert.as_deref(), Some(bundle.as_bytes()));
+            assert_eq!(
+                (id.namespace.as_str(), id.name.as_str()),
+                ("magnum-system", "kube-7x2kq-cloud-config")
+            );
+            let config = stackhook_openstack::CloudConfig::from_clouds_yaml(
+                id.clouds_yaml.expose_secret(),
+                &id.cloud_name,
+                id.region.as_deref(),
+            )
+            .unwrap();
+            assert!(
+                matches!(config.auth, AuthMethod::ApplicationCredential { .. }),
+                "{:?}",
+                config.auth
+            );
+            let roots = reqwest::Certificate::from_pem_bundle(id.cacert.as_deref().unwrap());
+            assert_eq!(roots.map(|r| r.len()).ok(), Some(260));
+            // The controllers' path: clients for the identity, the bundle as
+            // the only roots.
+            let clients = stackhook_openstack::ClientCache::new()
+                .clients_for(&id)
+                .unwrap();
+            assert_eq!(
+                clients.session.config().region.as_deref(),
+                Some("RegionOne")
+            );
+        }
+    }
+
     #[test]
     fn missing_clouds_yaml_is_a_user_error() {
         let err = identity_from_secret(&secret(&[("cacert", "PEM")]), &osc()).unwrap_err();

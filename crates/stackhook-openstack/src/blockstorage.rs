@@ -13,7 +13,7 @@ use reqwest::Method;
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
-use crate::compute::null_default;
+use crate::compute::{given, null_default};
 use crate::error::OsError;
 use crate::session::{unwrap_body, Session};
 
@@ -88,7 +88,10 @@ fn loose_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 }
 
 /// A new volume; CAPO's root volume is `<server>-root` with the image, its
-/// data volumes `<server>-<device>` without.
+/// data volumes `<server>-<device>` without. An optional string that is
+/// empty (`Some("")`) stays out of the body like `None`, as in CAPO's
+/// gophercloud body (`omitempty`): Cinder reads `volume_type: ""` as a type
+/// named `""` and refuses it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VolumeCreate {
     pub name: String,
@@ -107,16 +110,16 @@ impl VolumeCreate {
     /// The `POST /volumes` body, envelope included.
     pub fn body(&self) -> Value {
         let mut v = json!({"name": self.name, "size": self.size_gib});
-        if let Some(d) = &self.description {
+        if let Some(d) = given(&self.description) {
             v["description"] = json!(d);
         }
-        if let Some(t) = &self.volume_type {
+        if let Some(t) = given(&self.volume_type) {
             v["volume_type"] = json!(t);
         }
-        if let Some(az) = &self.availability_zone {
+        if let Some(az) = given(&self.availability_zone) {
             v["availability_zone"] = json!(az);
         }
-        if let Some(image) = &self.image_id {
+        if let Some(image) = given(&self.image_id) {
             v["imageRef"] = json!(image);
         }
         if !self.metadata.is_empty() {
@@ -279,6 +282,30 @@ mod tests {
                 "volume_type": "ssd", "availability_zone": "az2", "imageRef": "img",
                 "metadata": {"owner": "m"}}})
         );
+        // Empty optional strings stay out like `None`; set ones go in.
+        type Case = (&'static str, &'static str, fn(&mut VolumeCreate, &str));
+        let cases: [Case; 4] = [
+            ("description", "description", |v, s| {
+                v.description = Some(s.into())
+            }),
+            ("volume_type", "volume_type", |v, s| {
+                v.volume_type = Some(s.into())
+            }),
+            ("availability_zone", "availability_zone", |v, s| {
+                v.availability_zone = Some(s.into())
+            }),
+            ("image_id", "imageRef", |v, s| v.image_id = Some(s.into())),
+        ];
+        for (field, key, set) in cases {
+            let mut empty = plain.clone();
+            set(&mut empty, "");
+            let body = empty.body();
+            assert!(body["volume"].get(key).is_none(), "{field} empty: {body}");
+            let mut given = plain.clone();
+            set(&mut given, "x");
+            let body = given.body();
+            assert_eq!(body["volume"][key], "x", "{field} set: {body}");
+        }
         assert!(VolumeFilter::default().query().is_empty());
         let f = VolumeFilter {
             name: Some("m-root".into()),

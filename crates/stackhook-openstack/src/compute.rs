@@ -472,14 +472,28 @@ pub enum BlockDestination {
     Volume,
 }
 
+/// `None` or `Some("")`: a field the request leaves out. Packs render an
+/// unset optional string as `''`; CAPO's gophercloud bodies drop empty
+/// strings (`omitempty`), and Nova, Neutron and Cinder refuse many of them
+/// (`key_name: ''` is a 400).
+pub(crate) fn unset(value: &Option<String>) -> bool {
+    value.as_deref().is_none_or(str::is_empty)
+}
+
+/// The value of an optional string field, `None` when it is [`unset`].
+pub(crate) fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|s| !s.is_empty())
+}
+
 /// One `block_device_mapping_v2` entry. The constructors build the entries
-/// CAPO sends; the fields stay public for anything else.
+/// CAPO sends; the fields stay public for anything else. Empty strings are
+/// left out like `None`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BlockDevice {
     pub source_type: BlockSource,
     pub destination_type: BlockDestination,
     /// Image, volume or snapshot ID; none for blank disks.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "unset")]
     pub uuid: Option<String>,
     /// 0 for the boot disk, -1 for the others.
     pub boot_index: i32,
@@ -487,10 +501,10 @@ pub struct BlockDevice {
     pub volume_size: Option<u32>,
     pub delete_on_termination: bool,
     /// Device tag seen by the guest in the metadata (needs [`DEVICE_TAGS`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "unset")]
     pub tag: Option<String>,
     /// Cinder volume type of a volume Nova creates (needs [`DEVICE_VOLUME_TYPE`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "unset")]
     pub volume_type: Option<String>,
 }
 
@@ -581,6 +595,12 @@ pub const MAX_USER_DATA: usize = 65535;
 /// envelope, not in it, and tags or device tags fail below the microversion
 /// that brought them. `Debug` prints the user data (join tokens, certificates)
 /// redacted.
+///
+/// An optional field that is empty (`Some("")`, empty user data, an empty
+/// tag) is left out of the body as if it were `None`, as CAPO's gophercloud
+/// body does (`omitempty`; `keypairs.CreateOptsExt` adds `key_name` only
+/// when set): Nova answers 400 to `key_name: ""`. Metadata values stay as
+/// they are: Nova takes an empty one.
 #[derive(Clone, Debug, Default)]
 pub struct ServerCreate {
     pub name: String,
@@ -608,13 +628,18 @@ impl ServerCreate {
     /// server or device tags and for volume types on devices.
     pub fn microversion(&self) -> Microversion {
         let mut at = BASE;
-        if !self.tags.is_empty() || self.block_devices.iter().any(|d| d.tag.is_some()) {
+        if self.tags().next().is_some() || self.block_devices.iter().any(|d| !unset(&d.tag)) {
             at = at.max(SERVER_TAGS);
         }
-        if self.block_devices.iter().any(|d| d.volume_type.is_some()) {
+        if self.block_devices.iter().any(|d| !unset(&d.volume_type)) {
             at = at.max(DEVICE_VOLUME_TYPE);
         }
         at
+    }
+
+    /// The tags sent: the non-empty ones (Nova refuses an empty tag).
+    fn tags(&self) -> impl Iterator<Item = &String> {
+        self.tags.iter().filter(|t| !t.is_empty())
     }
 
     /// The `server` object without its envelope; the hints are under
@@ -623,7 +648,8 @@ impl ServerCreate {
     /// nothing to boot or no network, or the user data is over Nova's limit.
     pub fn body(&self) -> Result<Value, OsError> {
         let boots_from_device = self.block_devices.iter().any(|d| d.boot_index == 0);
-        if self.image_id.is_none() && !boots_from_device {
+        let image_id = given(&self.image_id);
+        if image_id.is_none() && !boots_from_device {
             return Err(invalid(format!(
                 "server {}: neither an image nor a boot device",
                 self.name
@@ -637,14 +663,18 @@ impl ServerCreate {
             "flavorRef": self.flavor_id,
             "networks": self.port_ids.iter().map(|p| json!({"port": p})).collect::<Vec<_>>(),
         });
-        if let Some(image) = &self.image_id {
+        if let Some(image) = image_id {
             // As CAPO: when a mapped device boots, the mapping names the
             // image or volume, and imageRef stays out.
             if !boots_from_device {
                 body["imageRef"] = json!(image);
             }
         }
-        if let Some(data) = &self.user_data {
+        if let Some(data) = self
+            .user_data
+            .as_ref()
+            .filter(|d| !d.expose_secret().is_empty())
+        {
             let encoded = base64(data.expose_secret());
             if encoded.len() > MAX_USER_DATA {
                 return Err(invalid(format!(
@@ -655,16 +685,17 @@ impl ServerCreate {
             }
             body["user_data"] = json!(encoded);
         }
-        if let Some(az) = &self.availability_zone {
+        if let Some(az) = given(&self.availability_zone) {
             body["availability_zone"] = json!(az);
         }
         if !self.metadata.is_empty() {
             body["metadata"] = json!(self.metadata);
         }
-        if !self.tags.is_empty() {
-            body["tags"] = json!(self.tags);
+        let tags: Vec<&String> = self.tags().collect();
+        if !tags.is_empty() {
+            body["tags"] = json!(tags);
         }
-        if let Some(key) = &self.key_name {
+        if let Some(key) = given(&self.key_name) {
             body["key_name"] = json!(key);
         }
         if let Some(cd) = self.config_drive {
@@ -674,7 +705,7 @@ impl ServerCreate {
             body["block_device_mapping_v2"] = json!(self.block_devices);
         }
         let mut hints = self.scheduler_hints.clone();
-        if let Some(group) = &self.server_group_id {
+        if let Some(group) = given(&self.server_group_id) {
             hints.insert("group".into(), json!(group));
         }
         if !hints.is_empty() {
@@ -1287,6 +1318,126 @@ mod tests {
         }];
         assert_eq!(typed.microversion(), DEVICE_VOLUME_TYPE);
         assert!(typed.body().unwrap().get("imageRef").is_none());
+    }
+
+    /// Whether `body` has a value at `path`; a number indexes an array.
+    fn has(body: &Value, path: &[&str]) -> bool {
+        let mut at = body;
+        for key in path {
+            let next = match key.parse::<usize>() {
+                Ok(i) => at.get(i),
+                Err(_) => at.get(*key),
+            };
+            match next {
+                Some(v) => at = v,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// One optional field: the empty value a pack renders (`''`, an empty
+    /// list or map) and a set one, and where the set one shows in the body.
+    type FieldCase = (
+        &'static str,
+        &'static [&'static str],
+        fn(&mut ServerCreate),
+        fn(&mut ServerCreate),
+    );
+
+    #[test]
+    fn empty_optional_fields_stay_out_of_the_server_body() {
+        let cases: [FieldCase; 9] = [
+            (
+                "key_name",
+                &["key_name"],
+                |s| s.key_name = Some(String::new()),
+                |s| s.key_name = Some("ops".into()),
+            ),
+            (
+                "availability_zone",
+                &["availability_zone"],
+                |s| s.availability_zone = Some(String::new()),
+                |s| s.availability_zone = Some("az1".into()),
+            ),
+            (
+                "server_group_id",
+                &[SCHEDULER_HINTS_KEY, "group"],
+                |s| s.server_group_id = Some(String::new()),
+                |s| s.server_group_id = Some("g".into()),
+            ),
+            (
+                "user_data",
+                &["user_data"],
+                |s| s.user_data = Some(Vec::new().into()),
+                |s| s.user_data = Some(b"#cloud-config\n".to_vec().into()),
+            ),
+            (
+                "tags",
+                &["tags"],
+                |s| s.tags = vec![String::new()],
+                |s| s.tags = vec!["t".into()],
+            ),
+            (
+                "metadata",
+                &["metadata"],
+                |s| s.metadata = BTreeMap::new(),
+                |s| s.metadata = [("k".to_owned(), String::new())].into(),
+            ),
+            (
+                "imageRef beside a boot volume",
+                &["imageRef"],
+                |s| {
+                    s.image_id = Some(String::new());
+                    s.block_devices = vec![BlockDevice::boot_volume("root", false)];
+                },
+                |s| s.image_id = Some("i".into()),
+            ),
+            (
+                "block device tag",
+                &["block_device_mapping_v2", "0", "tag"],
+                |s| s.block_devices = vec![BlockDevice::data_volume("v", Some(""))],
+                |s| s.block_devices = vec![BlockDevice::data_volume("v", Some("etcd"))],
+            ),
+            (
+                "block device volume_type",
+                &["block_device_mapping_v2", "0", "volume_type"],
+                |s| {
+                    s.block_devices = vec![BlockDevice {
+                        volume_type: Some(String::new()),
+                        ..BlockDevice::boot_image_to_volume("i", 20)
+                    }]
+                },
+                |s| {
+                    s.block_devices = vec![BlockDevice {
+                        volume_type: Some("ssd".into()),
+                        ..BlockDevice::boot_image_to_volume("i", 20)
+                    }]
+                },
+            ),
+        ];
+        for (field, path, empty, set) in cases {
+            let mut unset = machine();
+            empty(&mut unset);
+            let body = unset.body().unwrap();
+            assert!(!has(&body, path), "{field} empty: {body}");
+            // An empty value never asks for a newer microversion either.
+            assert_eq!(unset.microversion(), BASE, "{field} empty");
+            let mut given = machine();
+            set(&mut given);
+            let body = given.body().unwrap();
+            assert!(has(&body, path), "{field} set: {body}");
+        }
+        // A metadata value may be empty (Nova takes it); only an empty map
+        // stays out.
+        let mut meta = machine();
+        meta.metadata = [("k".to_owned(), String::new())].into();
+        assert_eq!(meta.body().unwrap()["metadata"], json!({"k": ""}));
+        // An empty image is no image: without a boot device there is
+        // nothing to boot.
+        let mut no_image = machine();
+        no_image.image_id = Some(String::new());
+        assert!(matches!(no_image.body(), Err(OsError::Invalid { .. })));
     }
 
     #[test]

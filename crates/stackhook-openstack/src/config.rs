@@ -1,5 +1,7 @@
 //! One entry of an openstacksdk-style `clouds.yaml`, as CAPO's identityRef
-//! Secret holds it, reduced to what a Keystone v3 session needs.
+//! Secret holds it, reduced to what a Keystone v3 session needs. An entry
+//! without `auth_type` authenticates the way its `auth` fields say, as CAPO
+//! reads it (see [`CloudConfig::from_clouds_yaml`]).
 //!
 //! Passwords and application-credential secrets are held as [`SecretString`] from
 //! the moment they are read: `Debug` prints them redacted, and the only reader is the
@@ -7,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::compute::{Microversion, BASE, MICROVERSION_2_1};
@@ -110,6 +112,79 @@ struct RawAuth {
     application_credential_id: Option<String>,
     application_credential_name: Option<String>,
     application_credential_secret: Option<SecretString>,
+    /// Only read to recognise (and refuse) token auth.
+    token: Option<SecretString>,
+    /// Domain ID of a user or project given by name when no other domain
+    /// key names one (gophercloud's `setDomainIfNeeded`, osc-lib's
+    /// `default_domain`).
+    default_domain: Option<String>,
+}
+
+/// The methods a cloud entry may name or imply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    Password,
+    ApplicationCredential,
+}
+
+/// Whether the secret is there and not empty.
+fn filled(secret: &Option<SecretString>) -> bool {
+    secret
+        .as_ref()
+        .is_some_and(|s| !s.expose_secret().is_empty())
+}
+
+fn filled_str(value: &Option<String>) -> bool {
+    value.as_deref().is_some_and(|s| !s.is_empty())
+}
+
+/// The auth method of entry `cloud`.
+///
+/// An `auth_type` is taken as keystoneauth's plugin loader takes it
+/// (openstacksdk `openstack/config/loader.py`, `_get_auth_loader`):
+/// `password`/`v3password` and `v3applicationcredential` (also spelled
+/// `applicationcredential`) are served; `token`/`v3token` and every other
+/// plugin are refused by name, an empty one counts as absent.
+///
+/// Without one, the method follows from the `auth` fields, as CAPO's
+/// gophercloud decides it for the same Secret: gophercloud/utils
+/// `openstack/clientconfig/requests.go` (`v3auth`: a token means token
+/// auth, whatever else is given) and gophercloud `auth_options.go`
+/// (`ToTokenV3CreateMap`: a password means password auth, else an
+/// application credential by ID, else by name; newer gophercloud,
+/// `openstack/identity/v3/tokens/requests.go` `FromAuthOptions`, infers
+/// application credential auth from its secret). So: a token is refused, a
+/// password means password auth, any `application_credential_*` field means
+/// application credential auth (Magnum's driver writes no `auth_type`), and
+/// anything else is password auth, which then names what is missing.
+fn auth_method(cloud: &str, auth_type: Option<&str>, a: &RawAuth) -> Result<Method, OsError> {
+    let token_refused = |how: &str| {
+        OsError::Config(format!(
+            "cloud {cloud:?}: {how} asks for token auth, which is not supported: a token \
+             expires and cannot be renewed; use an application credential \
+             (application_credential_id and application_credential_secret) or a password"
+        ))
+    };
+    match auth_type.map(str::trim).filter(|t| !t.is_empty()) {
+        Some("password" | "v3password") => Ok(Method::Password),
+        Some("v3applicationcredential" | "applicationcredential") => {
+            Ok(Method::ApplicationCredential)
+        }
+        Some(t @ ("token" | "v3token")) => Err(token_refused(&format!("auth_type {t:?}"))),
+        Some(other) => Err(OsError::Config(format!(
+            "cloud {cloud:?}: auth_type {other:?} is not supported \
+             (v3applicationcredential, v3password, password)"
+        ))),
+        None if filled(&a.token) => Err(token_refused("auth.token")),
+        None if filled(&a.password) => Ok(Method::Password),
+        None if filled_str(&a.application_credential_id)
+            || filled_str(&a.application_credential_name)
+            || filled(&a.application_credential_secret) =>
+        {
+            Ok(Method::ApplicationCredential)
+        }
+        None => Ok(Method::Password),
+    }
 }
 
 fn pick(id: Option<String>, name: Option<String>) -> Option<NameOrId> {
@@ -122,7 +197,10 @@ fn pick(id: Option<String>, name: Option<String>) -> Option<NameOrId> {
 
 impl CloudConfig {
     /// Reads entry `cloud` of `clouds.yaml`; `region` (identityRef.region)
-    /// replaces the entry's `region_name` when given.
+    /// replaces the entry's `region_name` when given. The auth method is the
+    /// entry's `auth_type`, else the one its `auth` fields imply (an
+    /// application credential for Magnum's Secret, which names none); the
+    /// rules and their sources are on `auth_method`.
     pub fn from_clouds_yaml(
         yaml: &[u8],
         cloud: &str,
@@ -143,18 +221,36 @@ impl CloudConfig {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| OsError::Config(format!("cloud {cloud:?} has no auth.auth_url")))?;
         let auth_url = normalize_auth_url(&auth_url);
-        let domain = pick(a.domain_id.clone(), a.domain_name.clone());
+        let domain = pick(a.domain_id.clone(), a.domain_name.clone())
+            .or_else(|| pick(a.default_domain.clone(), None));
         let user_domain =
             pick(a.user_domain_id.clone(), a.user_domain_name.clone()).or_else(|| domain.clone());
-        let auth_type = raw.auth_type.as_deref().unwrap_or("password");
-        let auth = match auth_type {
-            "password" | "v3password" => {
-                let user = pick(a.user_id.clone(), a.username.clone()).ok_or_else(|| {
-                    OsError::Config(format!("cloud {cloud:?}: password auth needs a username"))
-                })?;
-                let password = a.password.clone().ok_or_else(|| {
-                    OsError::Config(format!("cloud {cloud:?}: password auth needs a password"))
-                })?;
+        // No auth_type: the method was read from the fields.
+        let inferred = raw.auth_type.as_deref().is_none_or(|t| t.trim().is_empty());
+        let auth = match auth_method(cloud, raw.auth_type.as_deref(), a)? {
+            Method::Password => {
+                let user = pick(a.user_id.clone(), a.username.clone());
+                let password = a.password.clone().filter(|p| !p.expose_secret().is_empty());
+                let (user, password) = match (user, password) {
+                    (Some(u), Some(p)) => (u, p),
+                    (None, None) if inferred => {
+                        return Err(OsError::Config(format!(
+                            "cloud {cloud:?}: auth holds no credential: give \
+                             application_credential_id and application_credential_secret, \
+                             or username and password"
+                        )))
+                    }
+                    (None, _) => {
+                        return Err(OsError::Config(format!(
+                            "cloud {cloud:?}: password auth needs a username"
+                        )))
+                    }
+                    (Some(_), None) => {
+                        return Err(OsError::Config(format!(
+                            "cloud {cloud:?}: password auth needs a password"
+                        )))
+                    }
+                };
                 let project = pick(
                     a.project_id.clone().or(a.tenant_id.clone()),
                     a.project_name.clone().or(a.tenant_name.clone()),
@@ -170,7 +266,7 @@ impl CloudConfig {
                     project_domain,
                 }
             }
-            "v3applicationcredential" | "applicationcredential" => {
+            Method::ApplicationCredential => {
                 let credential = pick(
                     a.application_credential_id.clone(),
                     a.application_credential_name.clone(),
@@ -180,11 +276,15 @@ impl CloudConfig {
                         "cloud {cloud:?}: application credential auth needs an id or a name"
                     ))
                 })?;
-                let secret = a.application_credential_secret.clone().ok_or_else(|| {
-                    OsError::Config(format!(
-                        "cloud {cloud:?}: application credential auth needs a secret"
-                    ))
-                })?;
+                let secret = a
+                    .application_credential_secret
+                    .clone()
+                    .filter(|s| !s.expose_secret().is_empty())
+                    .ok_or_else(|| {
+                        OsError::Config(format!(
+                            "cloud {cloud:?}: application credential auth needs a secret"
+                        ))
+                    })?;
                 let user = pick(a.user_id.clone(), a.username.clone());
                 if matches!(credential, NameOrId::Name(_)) && user.is_none() {
                     return Err(OsError::Config(format!(
@@ -197,11 +297,6 @@ impl CloudConfig {
                     user_domain,
                     secret,
                 }
-            }
-            other => {
-                return Err(OsError::Config(format!(
-                    "cloud {cloud:?}: auth_type {other:?} is not supported (password, v3applicationcredential)"
-                )))
             }
         };
         let interface = raw
@@ -542,6 +637,335 @@ clouds:
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// What an entry authenticates as, without the secrets.
+    #[derive(Debug, PartialEq)]
+    enum Who {
+        Password {
+            user: NameOrId,
+            user_domain: Option<NameOrId>,
+            project: Option<NameOrId>,
+            project_domain: Option<NameOrId>,
+        },
+        ApplicationCredential {
+            credential: NameOrId,
+            user: Option<NameOrId>,
+            user_domain: Option<NameOrId>,
+        },
+    }
+
+    fn who(auth: &AuthMethod) -> Who {
+        match auth.clone() {
+            AuthMethod::Password {
+                user,
+                user_domain,
+                password,
+                project,
+                project_domain,
+            } => {
+                assert_eq!(password.expose_secret(), "pw");
+                Who::Password {
+                    user,
+                    user_domain,
+                    project,
+                    project_domain,
+                }
+            }
+            AuthMethod::ApplicationCredential {
+                credential,
+                user,
+                user_domain,
+                secret,
+            } => {
+                assert_eq!(secret.expose_secret(), "sec");
+                Who::ApplicationCredential {
+                    credential,
+                    user,
+                    user_domain,
+                }
+            }
+        }
+    }
+
+    fn id(s: &str) -> NameOrId {
+        NameOrId::Id(s.into())
+    }
+
+    fn name(s: &str) -> NameOrId {
+        NameOrId::Name(s.into())
+    }
+
+    fn app_cred(credential: NameOrId, user: Option<NameOrId>, domain: Option<NameOrId>) -> Who {
+        Who::ApplicationCredential {
+            credential,
+            user,
+            user_domain: domain,
+        }
+    }
+
+    fn password(
+        user: NameOrId,
+        user_domain: Option<NameOrId>,
+        project: Option<NameOrId>,
+        project_domain: Option<NameOrId>,
+    ) -> Who {
+        Who::Password {
+            user,
+            user_domain,
+            project,
+            project_domain,
+        }
+    }
+
+    /// Every entry shape gophercloud (CAPO) or openstacksdk accepts, with and
+    /// without `auth_type`, and the method each one reads as. The entry is the
+    /// body of cloud `c` (flow YAML); `verify` is what the entry says.
+    #[test]
+    fn auth_method_follows_auth_type_else_the_fields() {
+        let url = "auth_url: 'https://k:5000/v3'";
+        let cases: Vec<(&str, String, Who, bool)> = vec![
+            (
+                "application credential by ID, no auth_type (Magnum)",
+                format!("{{region_name: R, endpoint_type: public, identity_api_version: 3, verify: true, auth: {{{url}, application_credential_id: ac1, application_credential_secret: sec}}}}"),
+                app_cred(id("ac1"), None, None),
+                true,
+            ),
+            (
+                "application credential by ID, v3applicationcredential",
+                format!("{{auth_type: v3applicationcredential, auth: {{{url}, application_credential_id: ac1, application_credential_secret: sec}}}}"),
+                app_cred(id("ac1"), None, None),
+                true,
+            ),
+            (
+                "application credential, the applicationcredential spelling",
+                format!("{{auth_type: applicationcredential, auth: {{{url}, application_credential_id: ac1, application_credential_secret: sec}}}}"),
+                app_cred(id("ac1"), None, None),
+                true,
+            ),
+            (
+                "application credential, an empty auth_type",
+                format!("{{auth_type: '', auth: {{{url}, application_credential_id: ac1, application_credential_secret: sec}}}}"),
+                app_cred(id("ac1"), None, None),
+                true,
+            ),
+            (
+                "application credential by ID and name: the ID wins",
+                format!("{{auth: {{{url}, application_credential_id: ac1, application_credential_name: ci, application_credential_secret: sec}}}}"),
+                app_cred(id("ac1"), None, None),
+                true,
+            ),
+            (
+                "application credential by name with user_id, no auth_type",
+                format!("{{auth: {{{url}, application_credential_name: ci, user_id: u1, application_credential_secret: sec}}}}"),
+                app_cred(name("ci"), Some(id("u1")), None),
+                true,
+            ),
+            (
+                "application credential by name with username and user_domain_name",
+                format!("{{auth: {{{url}, application_credential_name: ci, username: bob, user_domain_name: Corp, application_credential_secret: sec}}}}"),
+                app_cred(name("ci"), Some(name("bob")), Some(name("Corp"))),
+                true,
+            ),
+            (
+                "application credential by name with username and user_domain_id",
+                format!("{{auth_type: v3applicationcredential, auth: {{{url}, application_credential_name: ci, username: bob, user_domain_id: d1, application_credential_secret: sec}}}}"),
+                app_cred(name("ci"), Some(name("bob")), Some(id("d1"))),
+                true,
+            ),
+            (
+                "application credential by name, the user's domain from domain_name",
+                format!("{{auth: {{{url}, application_credential_name: ci, username: bob, domain_name: Corp, application_credential_secret: sec}}}}"),
+                app_cred(name("ci"), Some(name("bob")), Some(name("Corp"))),
+                true,
+            ),
+            (
+                "application credential with verify: false and a cacert path",
+                format!("{{verify: false, cacert: /etc/openstack/ca.pem, auth: {{{url}, application_credential_id: ac1, application_credential_secret: sec}}}}"),
+                app_cred(id("ac1"), None, None),
+                false,
+            ),
+            (
+                "application credential beside an empty password",
+                format!("{{auth: {{{url}, password: '', application_credential_id: ac1, application_credential_secret: sec}}}}"),
+                app_cred(id("ac1"), None, None),
+                true,
+            ),
+            (
+                "password, no auth_type, names and domains",
+                format!("{{auth: {{{url}, username: alice, password: pw, user_domain_name: Default, project_name: demo, project_domain_name: Default}}}}"),
+                password(name("alice"), Some(name("Default")), Some(name("demo")), Some(name("Default"))),
+                true,
+            ),
+            (
+                "password, auth_type password, IDs",
+                format!("{{auth_type: password, auth: {{{url}, user_id: u1, password: pw, project_id: p1}}}}"),
+                password(id("u1"), None, Some(id("p1")), None),
+                true,
+            ),
+            (
+                "password, v3password, domain IDs",
+                format!("{{auth_type: v3password, auth: {{{url}, username: alice, password: pw, user_domain_id: default, project_name: demo, project_domain_id: d2}}}}"),
+                password(name("alice"), Some(id("default")), Some(name("demo")), Some(id("d2"))),
+                true,
+            ),
+            (
+                "password, domain_id for both domains",
+                format!("{{auth: {{{url}, username: alice, password: pw, project_name: demo, domain_id: d3}}}}"),
+                password(name("alice"), Some(id("d3")), Some(name("demo")), Some(id("d3"))),
+                true,
+            ),
+            (
+                "password, default_domain for both domains",
+                format!("{{auth: {{{url}, username: alice, password: pw, project_name: demo, default_domain: default}}}}"),
+                password(name("alice"), Some(id("default")), Some(name("demo")), Some(id("default"))),
+                true,
+            ),
+            (
+                "password, the older tenant_name",
+                format!("{{auth: {{{url}, username: alice, password: pw, tenant_name: demo}}}}"),
+                password(name("alice"), None, Some(name("demo")), None),
+                true,
+            ),
+            (
+                "password, unscoped, verify: false",
+                format!("{{verify: false, auth: {{{url}, username: alice, password: pw}}}}"),
+                password(name("alice"), None, None, None),
+                false,
+            ),
+            (
+                "password and an application credential, no auth_type: the password wins",
+                format!("{{auth: {{{url}, username: alice, password: pw, application_credential_id: ac1, application_credential_secret: sec}}}}"),
+                password(name("alice"), None, None, None),
+                true,
+            ),
+        ];
+        for (shape, entry, want, verify) in cases {
+            let yaml = format!("clouds: {{c: {entry}}}");
+            let c = CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None)
+                .unwrap_or_else(|e| panic!("{shape}: {e}"));
+            assert_eq!(who(&c.auth), want, "{shape}");
+            assert_eq!(c.verify, verify, "{shape}");
+            assert_eq!(c.auth_url, "https://k:5000/v3", "{shape}");
+        }
+    }
+
+    /// The shapes that cannot authenticate, each refused with what is wrong.
+    #[test]
+    fn refuses_entries_that_cannot_authenticate() {
+        let url = "auth_url: 'https://k:5000/v3'";
+        for (shape, entry, says) in [
+            (
+                "a token without auth_type",
+                format!("{{auth: {{{url}, token: t0k, project_id: p1}}}}"),
+                "auth.token asks for token auth, which is not supported",
+            ),
+            (
+                "a token beside a password",
+                format!("{{auth: {{{url}, token: t0k, username: alice, password: pw}}}}"),
+                "token auth",
+            ),
+            (
+                "auth_type v3token",
+                format!("{{auth_type: v3token, auth: {{{url}, token: t0k}}}}"),
+                "auth_type \"v3token\" asks for token auth",
+            ),
+            (
+                "auth_type token",
+                format!("{{auth_type: token, auth: {{{url}, token: t0k}}}}"),
+                "auth_type \"token\" asks for token auth",
+            ),
+            (
+                "another plugin",
+                format!("{{auth_type: v3oidcpassword, auth: {{{url}, username: a, password: b}}}}"),
+                "auth_type \"v3oidcpassword\" is not supported",
+            ),
+            (
+                "Keystone v2",
+                format!("{{auth_type: v2password, auth: {{{url}, username: a, password: b}}}}"),
+                "auth_type \"v2password\" is not supported",
+            ),
+            (
+                "no credential at all",
+                format!("{{auth: {{{url}, project_id: p1}}}}"),
+                "auth holds no credential",
+            ),
+            (
+                "an application credential secret alone",
+                format!("{{auth: {{{url}, application_credential_secret: sec}}}}"),
+                "application credential auth needs an id or a name",
+            ),
+            (
+                "an application credential ID without its secret",
+                format!("{{auth: {{{url}, application_credential_id: ac1}}}}"),
+                "application credential auth needs a secret",
+            ),
+            (
+                "an application credential by name without its user",
+                format!("{{auth: {{{url}, application_credential_name: ci, application_credential_secret: sec}}}}"),
+                "needs its user",
+            ),
+            (
+                "a password without a user",
+                format!("{{auth: {{{url}, password: pw}}}}"),
+                "password auth needs a username",
+            ),
+            (
+                "a user without a password",
+                format!("{{auth_type: password, auth: {{{url}, username: alice}}}}"),
+                "password auth needs a password",
+            ),
+            (
+                "password auth named, nothing given",
+                format!("{{auth_type: password, auth: {{{url}}}}}"),
+                "password auth needs a username",
+            ),
+        ] {
+            let yaml = format!("clouds: {{c: {entry}}}");
+            let err = CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None)
+                .expect_err(shape)
+                .to_string();
+            assert!(err.contains(says), "{shape}: {err}");
+            assert!(!err.contains("t0k") && !err.contains("sec\""), "{shape}: {err}");
+        }
+    }
+
+    /// Magnum's identity Secret (tests/fixtures/magnum), its clouds.yaml as
+    /// the driver writes it: cloud `default`, an application credential and
+    /// no auth_type.
+    #[test]
+    fn magnum_identity_secret_reads_as_an_application_credential() {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Secret {
+            string_data: BTreeMap<String, String>,
+        }
+        let secret: Secret = serde_saphyr::from_str(include_str!(
+            "../../../tests/fixtures/magnum/secret.cloud-config.yaml"
+        ))
+        .unwrap();
+        let clouds = &secret.string_data["clouds.yaml"];
+        assert!(!clouds.contains("auth_type"), "{clouds}");
+        let c = CloudConfig::from_clouds_yaml(clouds.as_bytes(), "default", None).unwrap();
+        match &c.auth {
+            AuthMethod::ApplicationCredential {
+                credential,
+                user,
+                user_domain,
+                secret,
+            } => {
+                assert_eq!(credential, &id("6f0c5e0e2f9a4d4c9d3b8a7e1c2b3a4d"));
+                assert_eq!((user, user_domain), (&None, &None));
+                assert!(secret.expose_secret().starts_with("kF3x9Qm2"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.auth_url, "https://keystone.example.com:5000/v3");
+        assert_eq!(c.region.as_deref(), Some("RegionOne"));
+        assert_eq!(c.interface, "public");
+        assert!(c.verify);
+        assert_eq!(c.compute_max_microversion, None);
+        assert!(!format!("{c:?}").contains("kF3x9Qm2"));
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
+use crate::compute::given;
 use crate::error::OsError;
 use crate::session::Session;
 
@@ -170,25 +171,20 @@ impl PortCreate {
     /// field holds: Neutron refuses (409) a group on such a port, and the
     /// machine-wide groups a caller adds to every port would otherwise make
     /// a port without port security impossible.
+    ///
+    /// Optional strings that are empty (`Some("")`) stay out like `None`, as
+    /// in CAPO's port body (gophercloud's `omitempty` on `description`,
+    /// `mac_address` and the fixed IP's `subnet_id` and `ip_address`).
     pub fn body(&self) -> Value {
         let mut v = json!({"name": self.name, "network_id": self.network_id});
-        if let Some(d) = &self.description {
+        if let Some(d) = given(&self.description) {
             v["description"] = json!(d);
         }
         if !self.fixed_ips.is_empty() {
             v["fixed_ips"] = Value::Array(
                 self.fixed_ips
                     .iter()
-                    .map(|f| {
-                        let mut ip = json!({});
-                        if let Some(s) = &f.subnet_id {
-                            ip["subnet_id"] = json!(s);
-                        }
-                        if let Some(a) = &f.ip_address {
-                            ip["ip_address"] = json!(a);
-                        }
-                        ip
-                    })
+                    .map(|f| fixed_ip(f.subnet_id.as_deref(), f.ip_address.as_deref()))
                     .collect(),
             );
         }
@@ -209,20 +205,33 @@ impl PortCreate {
         if let Some(up) = self.admin_state_up {
             v["admin_state_up"] = json!(up);
         }
-        if let Some(mac) = &self.mac_address {
+        if let Some(mac) = given(&self.mac_address) {
             v["mac_address"] = json!(mac);
         }
         v
     }
 }
 
-/// The `allowed_address_pairs` value Neutron takes: a MAC only when set
-/// (an explicit `null` is refused).
+/// One `fixed_ips` entry of a port body: the subnet and the address, each
+/// only when set and not empty (CAPO's `ports.IP`, both `omitempty`).
+pub fn fixed_ip(subnet_id: Option<&str>, ip_address: Option<&str>) -> Value {
+    let mut ip = Map::new();
+    if let Some(s) = subnet_id.filter(|s| !s.is_empty()) {
+        ip.insert("subnet_id".into(), json!(s));
+    }
+    if let Some(a) = ip_address.filter(|a| !a.is_empty()) {
+        ip.insert("ip_address".into(), json!(a));
+    }
+    Value::Object(ip)
+}
+
+/// The `allowed_address_pairs` value Neutron takes: a MAC only when set and
+/// not empty (an explicit `null` is refused, an empty one is no MAC).
 pub fn address_pairs(pairs: &[AddressPair]) -> Value {
     Value::Array(
         pairs
             .iter()
-            .map(|p| match &p.mac_address {
+            .map(|p| match given(&p.mac_address) {
                 Some(mac) => json!({"ip_address": p.ip_address, "mac_address": mac}),
                 None => json!({"ip_address": p.ip_address}),
             })
@@ -635,6 +644,111 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(bare.body(), json!({"name": "p", "network_id": "n"}));
+    }
+
+    #[test]
+    fn empty_optional_fields_stay_out_of_the_port_body() {
+        type Case = (
+            &'static str,
+            &'static [&'static str],
+            fn(&mut PortCreate),
+            fn(&mut PortCreate),
+        );
+        let pair = |mac: &str| AddressPair {
+            ip_address: "10.0.0.10".into(),
+            mac_address: Some(mac.into()),
+        };
+        let cases: [Case; 5] = [
+            (
+                "description",
+                &["description"],
+                |p| p.description = Some(String::new()),
+                |p| p.description = Some("d".into()),
+            ),
+            (
+                "mac_address",
+                &["mac_address"],
+                |p| p.mac_address = Some(String::new()),
+                |p| p.mac_address = Some("fa:16:3e:00:00:01".into()),
+            ),
+            (
+                "fixed IP subnet",
+                &["fixed_ips", "0", "subnet_id"],
+                |p| {
+                    p.fixed_ips = vec![FixedIpRequest {
+                        subnet_id: Some(String::new()),
+                        ip_address: Some("10.0.0.5".into()),
+                    }]
+                },
+                |p| {
+                    p.fixed_ips = vec![FixedIpRequest {
+                        subnet_id: Some("s".into()),
+                        ip_address: None,
+                    }]
+                },
+            ),
+            (
+                "fixed IP address",
+                &["fixed_ips", "0", "ip_address"],
+                |p| {
+                    p.fixed_ips = vec![FixedIpRequest {
+                        subnet_id: Some("s".into()),
+                        ip_address: Some(String::new()),
+                    }]
+                },
+                |p| {
+                    p.fixed_ips = vec![FixedIpRequest {
+                        subnet_id: None,
+                        ip_address: Some("10.0.0.5".into()),
+                    }]
+                },
+            ),
+            (
+                "security_groups",
+                &["security_groups"],
+                |p| p.security_groups = Vec::new(),
+                |p| p.security_groups = vec!["sg".into()],
+            ),
+        ];
+        let bare = || PortCreate {
+            name: "m-0".into(),
+            network_id: "n".into(),
+            ..Default::default()
+        };
+        for (field, path, empty, set) in cases {
+            let mut unset = bare();
+            empty(&mut unset);
+            let body = unset.body();
+            assert!(!has(&body, path), "{field} empty: {body}");
+            let mut given = bare();
+            set(&mut given);
+            let body = given.body();
+            assert!(has(&body, path), "{field} set: {body}");
+        }
+        // The address pair's MAC.
+        assert_eq!(
+            address_pairs(&[pair("")]),
+            json!([{"ip_address": "10.0.0.10"}])
+        );
+        assert_eq!(
+            address_pairs(&[pair("fa:16:3e:00:00:02")]),
+            json!([{"ip_address": "10.0.0.10", "mac_address": "fa:16:3e:00:00:02"}])
+        );
+    }
+
+    fn has(body: &Value, path: &[&str]) -> bool {
+        let mut at = body;
+        for key in path {
+            let next = match key.parse::<usize>() {
+                Ok(i) => at.get(i),
+                Err(_) => at.get(*key),
+            };
+            match next {
+                Some(v) => at = v,
+                None => return false,
+            }
+        }
+        true
     }
 
     #[test]

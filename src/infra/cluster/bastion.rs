@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-use stackhook_openstack::compute::{Compute, Server, BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
+use serde_json::json;
+use stackhook_openstack::compute::{Compute, Server, ServerCreate};
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::CloudClients;
 
@@ -62,42 +62,59 @@ struct BootRefs<'a> {
     port_id: &'a str,
 }
 
-/// The `POST /servers` body and its microversion (tags need 2.52+).
-fn server_body(
+/// The bastion's `POST /servers`, built like a machine's so that its body
+/// and microversion follow the same rules (tags need 2.53; an empty
+/// `sshKeyName`, zone or tag is left out, as CAPO leaves it out).
+fn server_create(
     name: &str,
     refs: &BootRefs<'_>,
     bastion: &Bastion,
     spec: &OpenStackMachineSpec,
     cluster_tags: &[String],
     owner: &str,
-) -> (Value, &'static str) {
-    let mut body = json!({
-        "name": name,
-        "imageRef": refs.image_id,
-        "flavorRef": refs.flavor_id,
-        "networks": [{"port": refs.port_id}],
-        "metadata": server_metadata(spec, owner),
-    });
-    if let Some(az) = &bastion.availability_zone {
-        body["availability_zone"] = json!(az);
-    }
-    if let Some(key) = &spec.ssh_key_name {
-        body["key_name"] = json!(key);
-    }
-    if let Some(cd) = spec.config_drive {
-        body["config_drive"] = json!(cd);
-    }
+) -> ServerCreate {
     let mut tags: Vec<String> = spec.tags.clone();
     for t in cluster_tags {
         if !tags.contains(t) {
             tags.push(t.clone());
         }
     }
-    if tags.is_empty() {
-        (body, BASE_MICROVERSION)
-    } else {
-        body["tags"] = json!(tags);
-        (body, SERVER_TAGS_MICROVERSION)
+    ServerCreate {
+        name: name.to_owned(),
+        flavor_id: refs.flavor_id.to_owned(),
+        image_id: Some(refs.image_id.to_owned()),
+        port_ids: vec![refs.port_id.to_owned()],
+        availability_zone: bastion.availability_zone.clone(),
+        metadata: server_metadata(spec, owner),
+        tags,
+        key_name: spec.ssh_key_name.clone(),
+        config_drive: spec.config_drive,
+        ..Default::default()
+    }
+}
+
+/// The bastion's port: on the cluster network, with the bastion security
+/// group and the spec's groups given by ID (an empty ID is no group).
+fn port_create(
+    name: String,
+    network_id: &str,
+    description: String,
+    bastion_group: Option<&str>,
+    spec: &OpenStackMachineSpec,
+) -> net::PortCreate {
+    let security_groups = bastion_group
+        .into_iter()
+        .chain(spec.security_groups.iter().filter_map(|g| g.id.as_deref()))
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+        .collect();
+    net::PortCreate {
+        name,
+        network_id: network_id.to_owned(),
+        description: Some(description),
+        security_groups,
+        admin_state_up: Some(true),
+        ..Default::default()
     }
 }
 
@@ -138,7 +155,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         {
             let st = self.bastion_status();
             st.name = Some(name.clone());
-            st.ssh_key_name = spec.ssh_key_name.clone();
+            st.ssh_key_name = spec.ssh_key_name.clone().filter(|k| !k.is_empty());
         }
 
         // Resolve once; the IDs stay in status.
@@ -177,12 +194,14 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     flavor_id: &flavor_id,
                     port_id: &port.id,
                 };
-                let (body, microversion) =
-                    server_body(&name, &refs, &bastion, &spec, &self.spec.tags, &owner);
+                let create = server_create(&name, &refs, &bastion, &spec, &self.spec.tags, &owner);
+                let body = create
+                    .body()
+                    .map_err(|e| user("BastionCreateFailed", e.to_string()))?;
                 let id = self
                     .clients
                     .compute()
-                    .create_server(body, microversion)
+                    .create_server(body, &create.microversion().to_string())
                     .await
                     .map_err(|e| os("BastionCreateFailed", e))?;
                 tracing::info!(server = %id, %name, "created the bastion server");
@@ -287,24 +306,20 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         let port = match self.pick("port", &name, found)? {
             Some(p) => p,
             None => {
-                let mut groups: Vec<String> = self
+                let bastion_group = self
                     .status
                     .bastion_security_group
-                    .iter()
-                    .map(|g| g.id.clone())
-                    .collect();
-                groups.extend(spec.security_groups.iter().filter_map(|g| g.id.clone()));
-                let mut body = json!({
-                    "name": name,
-                    "network_id": network_id,
-                    "description": self.names.description(),
-                    "admin_state_up": true,
-                });
-                if !groups.is_empty() {
-                    body["security_groups"] = json!(groups);
-                }
+                    .as_ref()
+                    .map(|g| g.id.as_str());
+                let create = port_create(
+                    name,
+                    network_id,
+                    self.names.description(),
+                    bastion_group,
+                    spec,
+                );
                 let p: net::Port = neutron
-                    .create(body)
+                    .create(create.body())
                     .await
                     .map_err(|e| os("BastionPortFailed", e))?;
                 tracing::info!(port = %p.id, "created the bastion port");
@@ -518,6 +533,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
 mod tests {
     use super::*;
     use crate::infra::api::machine::ServerMetadata;
+    use crate::infra::api::types::SecurityGroupParam;
+    use stackhook_openstack::compute::{BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
 
     #[test]
     fn nova_name_filter_is_anchored_and_escaped() {
@@ -552,7 +569,7 @@ mod tests {
             availability_zone: Some("az2".into()),
             ..Default::default()
         };
-        let (body, mv) = server_body(
+        let create = server_create(
             "c1-bastion",
             &BootRefs {
                 image_id: "img",
@@ -564,7 +581,9 @@ mod tests {
             &["m".into(), "c".into()],
             "owner",
         );
-        assert_eq!(mv, SERVER_TAGS_MICROVERSION);
+        let body = create.body().unwrap();
+        assert_eq!(create.microversion().to_string(), SERVER_TAGS_MICROVERSION);
+        assert_eq!(body["name"], "c1-bastion");
         assert_eq!(body["networks"], json!([{"port": "port1"}]));
         assert_eq!(body["imageRef"], "img");
         assert_eq!(body["flavorRef"], "flv");
@@ -574,7 +593,7 @@ mod tests {
         assert_eq!(body["metadata"][OWNER_METADATA_KEY], "owner");
         assert_eq!(body["metadata"]["role"], "jump");
 
-        let (plain, mv) = server_body(
+        let plain = server_create(
             "b",
             &BootRefs {
                 image_id: "i",
@@ -586,8 +605,89 @@ mod tests {
             &[],
             "o",
         );
-        assert_eq!(mv, BASE_MICROVERSION);
+        assert_eq!(plain.microversion().to_string(), BASE_MICROVERSION);
+        let plain = plain.body().unwrap();
         assert!(plain.get("tags").is_none() && plain.get("availability_zone").is_none());
+        assert_eq!(plain["metadata"], json!({OWNER_METADATA_KEY: "o"}));
+    }
+
+    /// Each optional field of the bastion's server and port as a pack renders
+    /// it unset (`''`, a list holding `''`) stays out of the body; set, it
+    /// goes in.
+    #[test]
+    fn empty_optional_fields_stay_out_of_the_bastion_bodies() {
+        type Case = (
+            &'static str,
+            &'static str,
+            fn(&mut Bastion, &mut OpenStackMachineSpec),
+            fn(&mut Bastion, &mut OpenStackMachineSpec),
+        );
+        let cases: [Case; 3] = [
+            (
+                "sshKeyName",
+                "key_name",
+                |_, s| s.ssh_key_name = Some(String::new()),
+                |_, s| s.ssh_key_name = Some("ops".into()),
+            ),
+            (
+                "availabilityZone",
+                "availability_zone",
+                |b, _| b.availability_zone = Some(String::new()),
+                |b, _| b.availability_zone = Some("az2".into()),
+            ),
+            (
+                "tags",
+                "tags",
+                |_, s| s.tags = vec![String::new()],
+                |_, s| s.tags = vec!["t".into()],
+            ),
+        ];
+        let refs = BootRefs {
+            image_id: "img",
+            flavor_id: "flv",
+            port_id: "port1",
+        };
+        for (field, key, empty, set) in cases {
+            let (mut bastion, mut spec) = (Bastion::default(), OpenStackMachineSpec::default());
+            empty(&mut bastion, &mut spec);
+            let create = server_create("c1-bastion", &refs, &bastion, &spec, &[], "owner");
+            let body = create.body().unwrap();
+            assert!(body.get(key).is_none(), "{field} empty: {body}");
+            assert_eq!(
+                create.microversion().to_string(),
+                BASE_MICROVERSION,
+                "{field} empty"
+            );
+            let (mut bastion, mut spec) = (Bastion::default(), OpenStackMachineSpec::default());
+            set(&mut bastion, &mut spec);
+            let body = server_create("c1-bastion", &refs, &bastion, &spec, &[], "owner")
+                .body()
+                .unwrap();
+            assert!(body.get(key).is_some(), "{field} set: {body}");
+        }
+
+        // The port: a security group given by an empty ID is no group.
+        let by_id = |id: &str| SecurityGroupParam {
+            id: Some(id.into()),
+            ..Default::default()
+        };
+        let spec = OpenStackMachineSpec {
+            security_groups: vec![by_id("")],
+            ..Default::default()
+        };
+        let body = port_create("c1-bastion-0".into(), "net", "d".into(), None, &spec).body();
+        assert!(body.get("security_groups").is_none(), "{body}");
+        assert_eq!(
+            body,
+            json!({"name": "c1-bastion-0", "network_id": "net", "description": "d",
+                "admin_state_up": true})
+        );
+        let spec = OpenStackMachineSpec {
+            security_groups: vec![by_id(""), by_id("sg2")],
+            ..Default::default()
+        };
+        let body = port_create("c1-bastion-0".into(), "net", "d".into(), Some("sg1"), &spec).body();
+        assert_eq!(body["security_groups"], json!(["sg1", "sg2"]));
     }
 
     #[test]

@@ -572,11 +572,17 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                     tags.push(t.clone());
                 }
             }
+            // An empty suffix or description is an unset one.
             out.push(ResolvedPortSpec {
-                name: port_name(&self.name, i, p.name_suffix.as_deref()),
+                name: port_name(
+                    &self.name,
+                    i,
+                    p.name_suffix.as_deref().filter(|s| !s.is_empty()),
+                ),
                 description: p
                     .description
                     .clone()
+                    .filter(|d| !d.is_empty())
                     .unwrap_or_else(|| self.names.description()),
                 network_id,
                 tags,
@@ -939,7 +945,11 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             if let Some(id) = g.id.as_ref().filter(|id| !id.is_empty()) {
                 return Ok(Some(id.clone()));
             }
-            let name = g.filter.as_ref().and_then(|f| f.name.clone());
+            let name = g
+                .filter
+                .as_ref()
+                .and_then(|f| f.name.clone())
+                .filter(|n| !n.is_empty());
             let Some(name) = name else {
                 return Ok(None);
             };
@@ -1562,27 +1572,26 @@ fn nova_policy(p: ServerGroupPolicyName) -> ServerGroupPolicy {
 }
 
 /// The Neutron body of a resolved port.
+/// The `POST /v2.0/ports` body of a resolved port. As in CAPO's port body
+/// (gophercloud's `omitempty`), an optional string that is empty (`''` as a
+/// pack renders it unset) is left out like an absent one: description, MAC
+/// address (also an address pair's), binding host and VNIC type, and the
+/// fixed IP's subnet and address.
 fn port_body(spec: &ResolvedPortSpec) -> Value {
+    let given = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
     let mut body = json!({
         "name": spec.name,
         "network_id": spec.network_id,
-        "description": spec.description,
         "admin_state_up": spec.fields.admin_state_up.unwrap_or(true),
     });
+    if !spec.description.is_empty() {
+        body["description"] = json!(spec.description);
+    }
     if !spec.fixed_ips.is_empty() {
         body["fixed_ips"] = Value::Array(
             spec.fixed_ips
                 .iter()
-                .map(|f| {
-                    let mut o = serde_json::Map::new();
-                    if let Some(s) = &f.subnet_id {
-                        o.insert("subnet_id".into(), json!(s));
-                    }
-                    if let Some(ip) = &f.ip_address {
-                        o.insert("ip_address".into(), json!(ip));
-                    }
-                    Value::Object(o)
-                })
+                .map(|f| net::fixed_ip(f.subnet_id.as_deref(), f.ip_address.as_deref()))
                 .collect(),
         );
     }
@@ -1596,20 +1605,20 @@ fn port_body(spec: &ResolvedPortSpec) -> Value {
             spec.fields
                 .allowed_address_pairs
                 .iter()
-                .map(|p| match &p.mac_address {
+                .map(|p| match given(&p.mac_address) {
                     Some(mac) => json!({"ip_address": p.ip_address, "mac_address": mac}),
                     None => json!({"ip_address": p.ip_address}),
                 })
                 .collect(),
         );
     }
-    if let Some(mac) = &spec.fields.mac_address {
+    if let Some(mac) = given(&spec.fields.mac_address) {
         body["mac_address"] = json!(mac);
     }
-    if let Some(vnic) = &spec.fields.vnic_type {
+    if let Some(vnic) = given(&spec.fields.vnic_type) {
         body["binding:vnic_type"] = json!(vnic);
     }
-    if let Some(host) = &spec.fields.host_id {
+    if let Some(host) = given(&spec.fields.host_id) {
         body["binding:host_id"] = json!(host);
     }
     for v in &spec.fields.value_specs {
@@ -1696,6 +1705,90 @@ mod tests {
         let b = port_body(&off);
         assert_eq!(b["port_security_enabled"], json!(false));
         assert!(b.get("security_groups").is_none());
+    }
+
+    /// Each optional string of a machine's port as a pack renders it unset
+    /// (`''`) stays out of the port body; set, it goes in.
+    #[test]
+    fn empty_optional_fields_stay_out_of_the_port_body() {
+        type Case = (
+            &'static str,
+            &'static [&'static str],
+            fn(&mut ResolvedPortSpec, &str),
+        );
+        let cases: [Case; 7] = [
+            ("description", &["description"], |p, v| {
+                p.description = v.into()
+            }),
+            ("macAddress", &["mac_address"], |p, v| {
+                p.fields.mac_address = Some(v.into())
+            }),
+            ("vnicType", &["binding:vnic_type"], |p, v| {
+                p.fields.vnic_type = Some(v.into())
+            }),
+            ("hostID", &["binding:host_id"], |p, v| {
+                p.fields.host_id = Some(v.into())
+            }),
+            (
+                "fixedIPs subnet",
+                &["fixed_ips", "0", "subnet_id"],
+                |p, v| {
+                    p.fixed_ips = vec![ResolvedFixedIp {
+                        subnet_id: Some(v.into()),
+                        ip_address: Some("10.0.0.9".into()),
+                    }]
+                },
+            ),
+            (
+                "fixedIPs ipAddress",
+                &["fixed_ips", "0", "ip_address"],
+                |p, v| {
+                    p.fixed_ips = vec![ResolvedFixedIp {
+                        subnet_id: Some("sub".into()),
+                        ip_address: Some(v.into()),
+                    }]
+                },
+            ),
+            (
+                "allowedAddressPairs macAddress",
+                &["allowed_address_pairs", "0", "mac_address"],
+                |p, v| {
+                    p.fields.allowed_address_pairs = vec![AddressPair {
+                        ip_address: "10.0.0.5".into(),
+                        mac_address: Some(v.into()),
+                    }]
+                },
+            ),
+        ];
+        let has = |body: &Value, path: &[&str]| {
+            let mut at = body;
+            for key in path {
+                let next = match key.parse::<usize>() {
+                    Ok(i) => at.get(i),
+                    Err(_) => at.get(*key),
+                };
+                match next {
+                    Some(v) => at = v,
+                    None => return false,
+                }
+            }
+            true
+        };
+        let base = ResolvedPortSpec {
+            name: "m-0".into(),
+            network_id: "net".into(),
+            ..Default::default()
+        };
+        for (field, path, set) in cases {
+            let mut empty = base.clone();
+            set(&mut empty, "");
+            let body = port_body(&empty);
+            assert!(!has(&body, path), "{field} empty: {body}");
+            let mut given = base.clone();
+            set(&mut given, "x");
+            let body = port_body(&given);
+            assert!(has(&body, path), "{field} set: {body}");
+        }
     }
 
     #[test]
