@@ -7,6 +7,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::MetricType;
+
+use crate::engine::PatchEngine;
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
@@ -201,7 +209,47 @@ impl Default for Metrics {
     }
 }
 
+/// The patch cache's counters, read from the engine when `/metrics` is scraped: the
+/// engine counts them on its hot path without knowing about Prometheus.
+struct PatchCacheCollector(Arc<dyn PatchEngine>);
+
+impl std::fmt::Debug for PatchCacheCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PatchCacheCollector")
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+impl Collector for PatchCacheCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some((hits, misses)) = self.0.patch_cache_stats() else {
+            return Ok(());
+        };
+        let mut family = encoder.encode_descriptor(
+            "patch_cache_answers",
+            "GeneratePatches answers handed back from the patch cache (hit) and computed after a lookup (miss)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (result, n) in [("hit", hits), ("miss", misses)] {
+            ConstCounter::new(n).encode(family.encode_family(&ResultLabels { result })?)?;
+        }
+        Ok(())
+    }
+}
+
 impl Metrics {
+    /// Exports the engine's patch-cache counters (none when it has no cache).
+    pub fn with_patch_cache_of(mut self, engine: Arc<dyn PatchEngine>) -> Self {
+        self.registry
+            .register_collector(Box::new(PatchCacheCollector(engine)));
+        self
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("stackhook");
         let requests = Family::<CallLabels, Counter>::default();

@@ -97,7 +97,7 @@ fn topology_checks(
 /// Runs until SIGTERM or Ctrl-C, then drains in-flight requests and stops the
 /// controllers (releasing the Lease).
 pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), ProcessError> {
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::new().with_patch_cache_of(engine.clone()));
     // This replica's watch (and, while it leads, its controllers) write it; the
     // lifecycle handlers read it.
     let results = ClusterResults::new();

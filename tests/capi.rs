@@ -31,17 +31,21 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Secret};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::Client;
 use serde_json::{json, Value};
 
 use capi::{condition, condition_true, Bed, Release, StandInKubelet};
-use kube_server::{wait_up_to, MANAGER};
+use kube_server::wait_up_to;
 use server::Server;
 use stackhook_openstack::compute::Compute;
+use stackhook_openstack::image::Images;
 use stackhook_openstack::networking::{self as net, Networking};
 
 const EXTENSION: &str = "stackhook";
+
+/// One bed at a time: each is two API servers and three managers, and two cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// What a test needs: the bed, stackhook registered with CAPI, the cloud.
 struct World {
@@ -236,14 +240,6 @@ impl World {
         envsubst(&text, &env)
     }
 
-    async fn cluster(&self, ns: &str, name: &str) -> Value {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client().await, ns, &capi::clusters(self.bed.release));
-        api.get(name)
-            .await
-            .map(|o| serde_json::to_value(o).expect("json"))
-            .unwrap_or(Value::Null)
-    }
 
     async fn wait_cluster<F: Fn(&Value) -> bool>(
         &self,
@@ -328,6 +324,138 @@ impl World {
         }
     }
 
+    /// The counters a phase is measured by, now.
+    async fn begin(&self, name: &'static str) -> Phase {
+        Phase {
+            name,
+            started: Instant::now(),
+            access: cloud::access_mark(),
+            hooks: self.hook_calls().await,
+            reconciles: self.reconciles().await,
+            patch_cache: self.patch_cache().await,
+        }
+    }
+
+    /// What happened since `begin`.
+    async fn end(&self, p: Phase) -> PhaseReport {
+        let requests = cloud::requests_since(&p.access);
+        let diff = |now: BTreeMap<String, u64>, then: &BTreeMap<String, u64>| {
+            now.into_iter()
+                .filter_map(|(k, v)| {
+                    let d = v.saturating_sub(then.get(&k).copied().unwrap_or(0));
+                    (d > 0).then_some((k, d))
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let (hits, misses) = self.patch_cache().await;
+        PhaseReport {
+            name: p.name,
+            seconds: p.started.elapsed().as_secs_f64(),
+            cloud_writes: cloud::writes(&requests),
+            cloud_requests: requests,
+            hooks: diff(self.hook_calls().await, &p.hooks),
+            reconciles: diff(self.reconciles().await, &p.reconciles),
+            patch_hits: hits - p.patch_cache.0,
+            patch_misses: misses - p.patch_cache.1,
+        }
+    }
+
+    async fn metrics_text(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.stackhook.admin))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
+    /// Reconciles by controller and outcome.
+    async fn reconciles(&self) -> BTreeMap<String, u64> {
+        let text = self.metrics_text().await;
+        let mut out = BTreeMap::new();
+        for line in text.lines().filter(|l| l.starts_with("stackhook_controller_reconciles_total{")) {
+            let Some((labels, n)) = line.rsplit_once(' ') else { continue };
+            let label = |k: &str| {
+                labels
+                    .split(&format!("{k}=\""))
+                    .nth(1)
+                    .and_then(|s| s.split('"').next())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            *out.entry(format!("{}/{}", label("controller"), label("outcome"))).or_insert(0) +=
+                n.parse::<f64>().unwrap_or(0.0) as u64;
+        }
+        out
+    }
+
+    /// GeneratePatches answers from the patch cache and computed: `(hits, misses)`.
+    async fn patch_cache(&self) -> (u64, u64) {
+        let text = self.metrics_text().await;
+        let get = |result: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("stackhook_patch_cache_answers_total{{result=\"{result}\"}}")))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|n| n.parse::<f64>().ok())
+                .unwrap_or(0.0) as u64
+        };
+        (get("hit"), get("miss"))
+    }
+
+    /// stackhook's log lines so far, to `STACKHOOK_CAPI_LOGS` when set.
+    fn keep_stackhook_logs(&self, what: &str) {
+        let Some(dir) = std::env::var_os("STACKHOOK_CAPI_LOGS") else {
+            return;
+        };
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let text: String = self
+            .stackhook
+            .drain_logs()
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let _ = std::fs::write(dir.join(format!("{}-{what}-stackhook.log", self.bed.release.capi)), text);
+    }
+
+    /// One JSON-patch op on the Cluster's topology, as a GitOps change would make.
+    async fn set_topology(&self, ns: &str, name: &str, path: &str, value: Value) {
+        let op = json!([{"op": "replace", "path": path, "value": value}]).to_string();
+        let resource = format!("clusters.{}.cluster.x-k8s.io", self.bed.release.cluster_api);
+        capi::kubectl(
+            &self.bed.mgmt.kubeconfig,
+            &["patch", &resource, name, "-n", ns, "--type=json", "-p", &op],
+            None,
+        );
+        self.step(&format!("{path} = {value}"));
+    }
+
+    /// Waits until exactly `n` worker servers of `cluster` are ACTIVE, no other is
+    /// left, and as many worker Machines have a node.
+    async fn wait_workers(&self, ns: &str, cluster: &str, n: usize) {
+        let prefix = format!("{cluster}-md-0-");
+        let mut last = (Vec::new(), 0);
+        let ok = poll(Duration::from_secs(180), async || {
+            let servers = self.servers(&prefix).await;
+            let nodes = self
+                .machines(ns)
+                .await
+                .iter()
+                .filter(|m| m.metadata.name.as_deref().is_some_and(|x| x.starts_with(&prefix)))
+                .filter(|m| m.metadata.deletion_timestamp.is_none() && !m.data["status"]["nodeRef"].is_null())
+                .count();
+            let done = servers.len() == n && servers.iter().all(|(_, s)| s == "ACTIVE") && nodes == n;
+            last = (servers, nodes);
+            done
+        })
+        .await;
+        if !ok {
+            self.dump(ns).await;
+        }
+        assert!(ok, "waiting for {n} worker server(s) and node(s): have {last:?}");
+        self.step(&format!("{n} worker server(s) ACTIVE with a node"));
+    }
+
     async fn hook_calls(&self) -> BTreeMap<String, u64> {
         let text = reqwest::get(format!("{}/metrics", self.stackhook.admin))
             .await
@@ -357,6 +485,47 @@ impl World {
                 n.parse::<f64>().unwrap_or(0.0) as u64;
         }
         out
+    }
+}
+
+struct Phase {
+    name: &'static str,
+    started: Instant,
+    access: cloud::AccessMark,
+    hooks: BTreeMap<String, u64>,
+    reconciles: BTreeMap<String, u64>,
+    patch_cache: (u64, u64),
+}
+
+/// One phase of a cluster's life: how long, and what it cost.
+#[derive(Debug)]
+struct PhaseReport {
+    name: &'static str,
+    seconds: f64,
+    /// OpenStack requests by `service method`, from the cloud's access logs (the
+    /// test's own polling of Nova included; its writes are none but the image).
+    cloud_requests: BTreeMap<String, u64>,
+    cloud_writes: u64,
+    hooks: BTreeMap<String, u64>,
+    reconciles: BTreeMap<String, u64>,
+    patch_hits: u64,
+    patch_misses: u64,
+}
+
+impl std::fmt::Display for PhaseReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {:.1} s; OpenStack writes {} ({:?}); hook calls {:?}; GeneratePatches from cache {} / computed {}; reconciles {:?}",
+            self.name,
+            self.seconds,
+            self.cloud_writes,
+            self.cloud_requests,
+            self.hooks,
+            self.patch_hits,
+            self.patch_misses,
+            self.reconciles
+        )
     }
 }
 
@@ -417,26 +586,69 @@ async fn a_whole_life_under_capi_v1_13() {
 }
 
 async fn whole_life(release: Release) {
+    let _one = ONE_AT_A_TIME.lock().await;
     let Some(w) = World::start(release, &[]).await else {
         return;
     };
-    let name = "life";
+    // Unique in the cloud, which outlives test runs.
+    let name = &format!("life-{:x}", std::process::id() & 0xfffff);
     let ns = w.namespace("capi-life", &[name]).await;
     w.apply_kubeadm_class(&ns);
     w.wait_class_ready(&ns, "openstack-kubeadm").await;
     w.bed.point_at_standin(&ns, name).await;
     let _kubelet =
         StandInKubelet::start(w.client().await, w.bed.standin_client().await, release, &ns);
-    let applied = Instant::now();
-    w.bed.apply(&ns, &w.minimal_cluster(&ns, name, &[]));
-    w.step("Cluster applied");
-    w.wait_cluster(
+    let mut phases = Vec::new();
+
+    // A misspelled flavor is stopped by ValidateTopology, which asks the cloud, and
+    // nothing is created; fixed, the cluster proceeds.
+    let phase = w.begin("refused: misspelled flavor").await;
+    w.bed.apply(
         &ns,
-        name,
-        Duration::from_secs(60),
-        "TopologyReconciled",
-        |c| condition_true(c, "TopologyReconciled"),
-    )
+        &w.minimal_cluster(&ns, name, &[("OPENSTACK_CONTROL_PLANE_MACHINE_FLAVOR", "m1.mediumm")]),
+    );
+    // CAPI 1.11+ writes only "got failure response" into the condition (1.10 the
+    // whole answer) and logs the message; stackhook's Warning Event on the Cluster
+    // carries it where `kubectl describe cluster` shows it.
+    let refused = w
+        .wait_cluster(&ns, name, Duration::from_secs(60), "misspelled flavor refused", |c| {
+            condition(c, "TopologyReconciled").is_some_and(|t| {
+                t["status"] == "False"
+                    && t["message"].as_str().is_some_and(|m| {
+                        m.contains("validation of patch \"openstack\" failed")
+                            && (release.is_v1beta2() || m.contains("flavor \"m1.mediumm\" not found"))
+                    })
+            })
+        })
+        .await;
+    println!("refused: {}", condition(&refused, "TopologyReconciled").unwrap_or_default());
+    let flavor_named = "OpenStackMachineTemplate spec.flavor: flavor \"m1.mediumm\" not found";
+    let events: Api<Event> = Api::namespaced(w.client().await, &ns);
+    let uid = refused["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let evented = poll(Duration::from_secs(30), async || {
+        events.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("CloudResourcesMissing")
+                    && e.involved_object.uid.as_deref() == Some(uid.as_str())
+                    && e.message.as_deref().is_some_and(|m| m.contains(flavor_named))
+            })
+        })
+    })
+    .await;
+    assert!(evented, "no Warning Event naming the flavor on the Cluster");
+    assert!(
+        !w.bed.log_lines("CAPI_LOG", flavor_named).is_empty(),
+        "CAPI did not log stackhook's message"
+    );
+    assert!(w.servers(name).await.is_empty(), "a server despite the refusal");
+    phases.push(w.end(phase).await);
+
+    let phase = w.begin("create: fixed → first server ACTIVE").await;
+    let applied = Instant::now();
+    w.set_topology(&ns, name, "/spec/topology/variables/1/value/flavor", json!("m1.medium")).await;
+    w.wait_cluster(&ns, name, Duration::from_secs(60), "TopologyReconciled", |c| {
+        condition_true(c, "TopologyReconciled")
+    })
     .await;
     let first_active = poll(Duration::from_secs(120), async || {
         w.servers(name).await.iter().any(|(_, s)| s == "ACTIVE")
@@ -448,28 +660,330 @@ async fn whole_life(release: Release) {
     assert!(first_active, "no ACTIVE server for {name}");
     let to_server = applied.elapsed();
     w.step(&format!(
-        "first server ACTIVE, {:.1} s after apply",
+        "first server ACTIVE, {:.1} s after the valid topology was applied",
         to_server.as_secs_f64()
     ));
-    w.wait_cluster(
-        &ns,
-        name,
-        Duration::from_secs(120),
-        "ControlPlaneInitialized",
-        |c| condition_true(c, "ControlPlaneInitialized"),
-    )
+    phases.push(w.end(phase).await);
+
+    let phase = w.begin("control plane initialized → workers").await;
+    w.wait_cluster(&ns, name, Duration::from_secs(120), "ControlPlaneInitialized", |c| {
+        condition_true(c, "ControlPlaneInitialized")
+    })
     .await;
-    println!("hook calls: {:?}", w.hook_calls().await);
-    let machines = w.machines(&ns).await;
-    println!(
-        "machines: {:?}",
-        machines
-            .iter()
-            .map(|m| (
-                m.metadata.name.clone(),
-                m.data["spec"]["providerID"].clone()
-            ))
-            .collect::<Vec<_>>()
+    let acpi = poll(Duration::from_secs(60), async || {
+        w.hook_calls()
+            .await
+            .get("AfterControlPlaneInitialized/success")
+            .is_some_and(|n| *n >= 1)
+    })
+    .await;
+    assert!(acpi, "CAPI never called AfterControlPlaneInitialized");
+    let vars: Api<Secret> = Api::namespaced(w.client().await, &ns);
+    assert!(
+        vars.get_opt(&format!("{name}-bootstrap-vars")).await.expect("get").is_some(),
+        "no {name}-bootstrap-vars after AfterControlPlaneInitialized"
     );
+    w.step("AfterControlPlaneInitialized called; bootstrap-vars written");
+    // The worker of md-0 gets its server once the control plane is initialized.
+    w.wait_workers(&ns, name, 1).await;
+    phases.push(w.end(phase).await);
+
+    // Steady state: nothing changes, so nothing is written to the cloud.
+    let phase = w.begin("steady state (30 s)").await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let steady = w.end(phase).await;
+    assert_eq!(steady.cloud_writes, 0, "OpenStack writes in the steady state: {steady:?}");
+    phases.push(steady);
+
+    // Scale up, then down: servers are created, then one deleted.
+    let phase = w.begin("scale md-0 1 → 2").await;
+    w.set_topology(&ns, name, "/spec/topology/workers/machineDeployments/0/replicas", json!(2))
+        .await;
+    w.wait_workers(&ns, name, 2).await;
+    phases.push(w.end(phase).await);
+    let phase = w.begin("scale md-0 2 → 1").await;
+    w.set_topology(&ns, name, "/spec/topology/workers/machineDeployments/0/replicas", json!(1))
+        .await;
+    w.wait_workers(&ns, name, 1).await;
+    phases.push(w.end(phase).await);
+
+    // A worker variable rotates the worker template: the MachineDeployment rolls,
+    // a new server boots with the new flavor and the old one goes.
+    let phase = w.begin("worker flavor m1.medium → m1.small: roll").await;
+    let before: Vec<String> = w.servers(&format!("{name}-md-0-")).await.into_iter().map(|s| s.0).collect();
+    w.set_topology(&ns, name, "/spec/topology/variables/2/value/flavor", json!("m1.small")).await;
+    let rolled = poll(Duration::from_secs(180), async || {
+        let now = w.servers(&format!("{name}-md-0-")).await;
+        now.len() == 1 && now.iter().all(|(n, s)| s == "ACTIVE" && !before.contains(n))
+    })
+    .await;
+    if !rolled {
+        w.dump(&ns).await;
+    }
+    assert!(rolled, "md-0 did not roll to a new server: {:?}", w.servers(name).await);
+    w.wait_workers(&ns, name, 1).await;
+    phases.push(w.end(phase).await);
+
+    // An upgrade to a version Glance has no image for is held by the preflight,
+    // with its message in the Cluster's conditions.
+    let phase = w.begin("upgrade held until the image exists").await;
+    // A patch release no image exists for, also in a cloud that outlived other runs.
+    let target = &format!("v1.34.{}", 100 + std::process::id() % 800);
+    w.set_topology(&ns, name, "/spec/topology/version", json!(target)).await;
+    let held = w
+        .wait_cluster(&ns, name, Duration::from_secs(90), "upgrade held by BeforeClusterUpgrade", |c| {
+            condition(c, "TopologyReconciled").is_some_and(|t| {
+                t["status"] == "False"
+                    && t["message"].as_str().is_some_and(|m| {
+                        m.contains(&format!("no active Glance image for Kubernetes {target}"))
+                    })
+            })
+        })
+        .await;
+    println!("held: {}", condition(&held, "TopologyReconciled").unwrap_or_default());
+    let kcp_version = async || {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(w.client().await, &ns, &capi::kcps(release));
+        api.list(&ListParams::default())
+            .await
+            .ok()
+            .and_then(|l| {
+                l.items
+                    .first()
+                    .map(|k| k.data["spec"]["version"].as_str().unwrap_or_default().to_string())
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(kcp_version().await, "v1.33.1", "the control plane moved while the hook held it");
+    let member = cloud::entry(cloud::MEMBER).expect("member");
+    capi::create_image(&member, &format!("ubuntu-2404-kube-{target}"), target).await;
+    let upgraded = poll(Duration::from_secs(120), async || kcp_version().await == *target).await;
+    assert!(upgraded, "CAPI did not move the control plane to {target} once the image existed");
+    w.step("image added: CAPI upgrades the control plane");
+    // KCP's rollout stops at its preflight checks: a stand-in has no etcd member
+    // to report healthy, so KCP never creates the new control-plane machine and
+    // CAPI holds the workers until the control plane is upgraded.
+    let stopped = poll(Duration::from_secs(60), async || {
+        w.bed
+            .log_lines("CONTROLPLANE_LOG", "Waiting for control plane to pass preflight checks")
+            .iter()
+            .any(|l| l.contains("EtcdMemberHealthy"))
+    })
+    .await;
+    assert!(stopped, "KCP's rollout did not stop where a stand-in makes it stop");
+    w.step("KCP waits for its etcd preflight check, as a stand-in must make it");
+    phases.push(w.end(phase).await);
+
+    // Delete: BeforeClusterDelete, then nothing of the cluster in the cloud.
+    let phase = w.begin("delete").await;
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(w.client().await, &ns, &capi::clusters(release));
+    clusters.delete(name, &DeleteParams::default()).await.expect("delete cluster");
+    let gone = poll(Duration::from_secs(240), async || {
+        matches!(clusters.get_opt(name).await, Ok(None))
+    })
+    .await;
+    if !gone {
+        w.dump(&ns).await;
+    }
+    assert!(gone, "Cluster {name} was not deleted");
+    w.step("Cluster deleted");
+    phases.push(w.end(phase).await);
+    let calls = w.hook_calls().await;
+    assert!(
+        calls.get("BeforeClusterDelete/success").is_some_and(|n| *n >= 1),
+        "{calls:?}"
+    );
+    assert_eq!(w.servers(name).await, Vec::<(String, String)>::new(), "servers left");
+    let nets: Vec<net::Network> = checker(&w.clouds_path).network.list(&[]).await.expect("networks");
+    let left: Vec<&str> = nets
+        .iter()
+        .map(|n| n.name.as_str())
+        .filter(|n| n.contains(&ns))
+        .collect();
+    assert!(left.is_empty(), "networks left: {left:?}");
+    println!("\nphases under CAPI {}:", release.capi);
+    for p in &phases {
+        println!("  {p}");
+    }
+    println!(
+        "create goal: first server ACTIVE {:.1} s after the topology was applied (goal ≤ 30 s)",
+        to_server.as_secs_f64()
+    );
+    w.keep_stackhook_logs("life");
     w.bed.assert_loopback_only();
+}
+
+/// One shipped ClusterClass with its templates, and the example Clusters that use it.
+struct Shipped {
+    /// Class and templates: repository files, or a kustomization (`kustomize:` prefix).
+    sources: &'static [&'static str],
+    class: &'static str,
+    examples: &'static [&'static str],
+    /// The namespace the files name, if they fix one.
+    namespace: Option<&'static str>,
+    /// Written in cluster.x-k8s.io/v1beta2 only.
+    v1beta2_only: bool,
+}
+
+const SHIPPED: &[Shipped] = &[
+    Shipped {
+        sources: &["kustomize:clusterclasses/openstack-kubeadm/overlays/OVERLAY"],
+        class: "openstack-kubeadm",
+        examples: &[
+            "openstack-kubeadm-minimal.yaml",
+            "openstack-kubeadm-ha.yaml",
+            "openstack-kubeadm-keepalived.yaml",
+        ],
+        namespace: None,
+        v1beta2_only: false,
+    },
+    Shipped {
+        sources: &[
+            "clusterclasses/openstack-kubeadm-bootstrap-vars.yaml",
+            "templates/openstack-kubeadm-bootstrap-vars.yaml",
+        ],
+        class: "openstack-kubeadm-bootstrap-vars",
+        examples: &["openstack-kubeadm-bootstrap-vars-cluster.yaml"],
+        namespace: None,
+        v1beta2_only: false,
+    },
+    Shipped {
+        sources: &["clusterclasses/magnum-compatible.yaml", "templates/magnum-compatible.yaml"],
+        class: "magnum-compatible-v1",
+        examples: &["magnum-cluster.yaml"],
+        namespace: Some("magnum-system"),
+        v1beta2_only: false,
+    },
+    Shipped {
+        sources: &["clusterclasses/dev-test.yaml", "templates/dev-test.yaml"],
+        class: "dev-test",
+        examples: &["dev-test-cluster.yaml"],
+        namespace: None,
+        v1beta2_only: true,
+    },
+];
+
+/// Every shipped class reaches VariablesReady (and RefVersionsUpToDate where the
+/// release has it) and every example Cluster TopologyReconciled, filled with the
+/// loopback cloud's values. The controllers watch another namespace: no example gets
+/// cloud resources or an endpoint, while ValidateTopology still asks the cloud.
+async fn shipped_classes(release: Release) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(w) = World::start(release, &["--watch-namespace", "capi-nothing-here"]).await else {
+        return;
+    };
+    let c = checker(&w.clouds_path);
+    let image = c
+        .image
+        .list(&[("name", "ubuntu-2404-kube-v1.33.1".to_string())])
+        .await
+        .expect("images")
+        .first()
+        .expect("image")
+        .id
+        .clone();
+    let suffix = format!("{:x}", std::process::id() & 0xfffff);
+    let mut groups = Vec::new();
+    for role in ["cp", "md"] {
+        let g = c
+            .compute
+            .create_server_group(
+                &format!("capi-examples-{role}-{suffix}"),
+                stackhook_openstack::compute::ServerGroupPolicy::SoftAntiAffinity,
+                &Default::default(),
+            )
+            .await
+            .expect("server group");
+        groups.push(g.id);
+    }
+    for s in SHIPPED {
+        if s.v1beta2_only && !release.is_v1beta2() {
+            continue;
+        }
+        let names: Vec<String> = s
+            .examples
+            .iter()
+            .map(|e| format!("{}-{suffix}", e.trim_end_matches(".yaml").replace("openstack-kubeadm-", "ok-")))
+            .map(|n| n.chars().take(30).collect::<String>().trim_end_matches('-').to_string())
+            .collect();
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ns = match s.namespace {
+            Some(ns) => {
+                let client = w.client().await;
+                let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+                let _ = api
+                    .create(
+                        &Default::default(),
+                        &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("ns"),
+                    )
+                    .await;
+                for n in &name_refs {
+                    kube_server::identity_secret(&client, ns, &format!("{n}-cloud-config"), &w.clouds_yaml).await;
+                }
+                ns.to_string()
+            }
+            None => w.namespace("capi-classes", &name_refs).await,
+        };
+        for src in s.sources {
+            let text = match src.strip_prefix("kustomize:") {
+                Some(dir) => capi::kustomize(&dir.replace("OVERLAY", release.overlay)),
+                None => std::fs::read_to_string(capi::repo().join(src)).expect("source"),
+            };
+            w.bed.apply(&ns, &text);
+        }
+        w.wait_class_ready(&ns, s.class).await;
+        for (example, name) in s.examples.iter().zip(&names) {
+            let text = std::fs::read_to_string(capi::repo().join("clusterclasses/examples").join(example))
+                .expect("example");
+            let env = BTreeMap::from([
+                ("CLUSTER_NAME", name.as_str()),
+                ("NAMESPACE", ns.as_str()),
+                ("OPENSTACK_EXTERNAL_NETWORK_ID", w.external_network.as_str()),
+                ("EXTERNAL_NETWORK_ID", w.external_network.as_str()),
+                ("CLUSTER_UUID", "9b6fd0a4-35f6-4a8b-9c4e-5a1e2d3c4b5a"),
+                ("KUBERNETES_VERSION", "v1.33.1"),
+                ("CONTROL_PLANE_FLAVOR", "m1.medium"),
+                ("WORKER_FLAVOR", "m1.small"),
+                ("IMAGE_ID", image.as_str()),
+                ("CONTROL_PLANE_SERVER_GROUP_ID", groups[0].as_str()),
+                ("WORKER_SERVER_GROUP_ID", groups[1].as_str()),
+            ]);
+            let mut yaml = envsubst(&text, &env);
+            // Examples that fix their name and namespace get the test's.
+            let mut docs = kube_server::yaml_documents(&yaml);
+            for d in &mut docs {
+                if d["kind"] == "Cluster" {
+                    d["metadata"]["name"] = json!(name);
+                }
+            }
+            yaml = docs.iter().map(|d| serde_json::to_string(d).expect("json")).collect::<Vec<_>>().join("\n---\n");
+            w.bed.apply(&ns, &yaml);
+            let c = w
+                .wait_cluster(&ns, name, Duration::from_secs(90), &format!("{example}: TopologyReconciled"), |c| {
+                    condition_true(c, "TopologyReconciled")
+                })
+                .await;
+            assert_eq!(c["spec"]["topology"]["version"], "v1.33.1", "{example}");
+        }
+    }
+    for g in groups {
+        let _ = c.compute.delete_server_group(&g).await;
+    }
+    w.bed.assert_loopback_only();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shipped_classes_under_capi_v1_10() {
+    shipped_classes(capi::V1_10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shipped_classes_under_capi_v1_11() {
+    shipped_classes(capi::V1_11).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shipped_classes_under_capi_v1_13() {
+    shipped_classes(capi::V1_13).await;
 }

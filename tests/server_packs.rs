@@ -371,6 +371,18 @@ async fn a_resent_request_is_answered_from_the_cache_with_its_own_uids() {
         .collect();
     let hit = "answered from the patch cache";
     assert_eq!(details, ["", "", hit, hit], "{logs:?}");
+    // The same count in /metrics, for operators; a server without a cache has none.
+    let metrics = |srv: &Server| {
+        let url = format!("{}/metrics", srv.admin);
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    let text = metrics(&cached).await;
+    assert!(
+        text.contains("stackhook_patch_cache_answers_total{result=\"hit\"} 2\n")
+            && text.contains("stackhook_patch_cache_answers_total{result=\"miss\"} 2\n"),
+        "{text}"
+    );
+    assert!(!metrics(&plain).await.contains("patch_cache_answers"));
     assert!(
         logs.iter()
             .filter(|l| l["hook"] == "GeneratePatches")

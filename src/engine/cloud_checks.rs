@@ -282,6 +282,8 @@ pub struct CloudPlan {
     pub pack: String,
     pub namespace: String,
     pub cluster: String,
+    /// `builtin.cluster.uid`, for an Event on the Cluster.
+    pub cluster_uid: Option<String>,
     /// The identity Secret, in the Cluster's namespace.
     pub secret: String,
     /// The clouds.yaml entry.
@@ -369,6 +371,7 @@ pub fn plan(
         secret: text(&checks.secret_name_variable)
             .unwrap_or_else(|| format!("{cluster}-cloud-config")),
         cloud: text(&checks.cloud_name_variable).unwrap_or_else(|| checks.cloud_name.clone()),
+        cluster_uid: cluster_uid(req),
         namespace,
         cluster,
         checks: found.into_iter().collect(),
@@ -522,12 +525,22 @@ fn plan_from_templates(
     }
     Some(CloudPlan {
         pack: pack_name.to_string(),
+        cluster_uid: cluster_uid(req),
         namespace,
         cluster,
         secret: secret.to_string(),
         cloud: cloud.to_string(),
         checks: found.into_iter().collect(),
     })
+}
+
+fn cluster_uid(req: &ValidateTopologyRequest) -> Option<String> {
+    req.variables
+        .iter()
+        .find(|v| v.name == "builtin")
+        .and_then(|b| b.value["cluster"]["uid"].as_str())
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
 }
 
 /// The pack's variables among `values`, defaulted, by name. With `top_defaults`,

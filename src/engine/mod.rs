@@ -67,6 +67,11 @@ pub trait PatchEngine: Send + Sync + 'static {
     fn cloud_plan(&self, _handler: &str, _req: &ValidateTopologyRequest) -> Option<CloudPlan> {
         None
     }
+    /// GeneratePatches answers from the answer cache and computed, `(hits, misses)`;
+    /// `None` without a cache.
+    fn patch_cache_stats(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// An engine with no packs: nothing to patch, no variables, every topology valid.

@@ -236,6 +236,10 @@ impl Request<'_> {
 }
 
 impl PatchEngine for PackEngine {
+    fn patch_cache_stats(&self) -> Option<(u64, u64)> {
+        self.cache.as_deref().map(PatchCache::stats)
+    }
+
     fn handlers(&self) -> EngineHandlers {
         let names = |hook: Hook| -> Vec<String> {
             std::iter::once(hook.default_handler_name())

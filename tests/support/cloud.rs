@@ -155,3 +155,81 @@ pub fn parse_entry(clouds_yaml: &str, name: &str) -> Option<CloudEntry> {
         application_credential_secret: s(auth, "application_credential_secret"),
     })
 }
+
+/// Where each API's access log ends now: [`requests_since`] counts what comes after.
+#[derive(Debug, Clone, Default)]
+pub struct AccessMark(std::collections::BTreeMap<PathBuf, u64>);
+
+fn access_logs() -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(state_dir().join("logs")) else {
+        return Vec::new();
+    };
+    let mut logs: Vec<PathBuf> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with("-access.log"))
+        .collect();
+    logs.sort();
+    logs
+}
+
+pub fn access_mark() -> AccessMark {
+    AccessMark(
+        access_logs()
+            .into_iter()
+            .map(|p| {
+                let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                (p, len)
+            })
+            .collect(),
+    )
+}
+
+/// Requests the cloud's APIs logged after `mark`, by `service method` (e.g.
+/// `neutron POST`), read from the access logs `tests/cloud/up` writes. Placement is
+/// left out: only Nova's own services call it.
+pub fn requests_since(mark: &AccessMark) -> std::collections::BTreeMap<String, u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut out = std::collections::BTreeMap::new();
+    for path in access_logs() {
+        let service = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix("-access.log"))
+            .unwrap_or_default()
+            .to_string();
+        if service.starts_with("placement") {
+            continue;
+        }
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let from = mark.0.get(&path).copied().unwrap_or(0);
+        if f.seek(SeekFrom::Start(from)).is_err() {
+            continue;
+        }
+        let mut text = String::new();
+        let _ = f.read_to_string(&mut text);
+        for line in text.lines() {
+            // `[27/Nov/2026:09:44:45 +0000] "GET /v2.0/ports?… HTTP/1.1" 200 "ua"`
+            let Some(method) = line.split('"').nth(1).and_then(|r| r.split(' ').next()) else {
+                continue;
+            };
+            *out.entry(format!("{service} {method}")).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The writes among `requests` (POST, PUT, PATCH, DELETE), Keystone's token
+/// requests not counted.
+pub fn writes(requests: &std::collections::BTreeMap<String, u64>) -> u64 {
+    requests
+        .iter()
+        .filter(|(k, _)| !k.starts_with("keystone"))
+        .filter(|(k, _)| {
+            let m = k.rsplit(' ').next().unwrap_or_default();
+            matches!(m, "POST" | "PUT" | "PATCH" | "DELETE")
+        })
+        .map(|(_, n)| n)
+        .sum()
+}

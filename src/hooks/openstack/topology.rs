@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -129,6 +131,7 @@ pub struct TopologyChecks {
     lookups: Arc<LookupCache>,
     jobs: Jobs<Result<Answers, String>>,
     counts: Family<CloudCheckLabels, Counter>,
+    recorder: Recorder,
 }
 
 impl TopologyChecks {
@@ -138,7 +141,15 @@ impl TopologyChecks {
         settings: TopologySettings,
         counts: Family<CloudCheckLabels, Counter>,
     ) -> TopologyChecks {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: super::REPORTER.to_string(),
+                instance: crate::controller::leader::default_identity_host(),
+            },
+        );
         TopologyChecks {
+            recorder,
             client,
             clouds,
             lookups: Arc::new(LookupCache::new(settings.ttl)),
@@ -152,6 +163,38 @@ impl TopologyChecks {
         self.counts
             .get_or_create(&CloudCheckLabels { result })
             .inc();
+    }
+}
+
+impl TopologyChecks {
+    /// CAPI 1.11+ puts only "got failure response, please check controller logs" in
+    /// the Cluster's TopologyReconciled condition and keeps the answer's message in
+    /// its own log; a Warning Event on the Cluster shows what the cloud is missing
+    /// where `kubectl describe cluster` looks. The recorder folds repeats into one
+    /// Event with a count.
+    async fn record_refusal(&self, plan: &CloudPlan, problems: &[String]) {
+        let Some(uid) = &plan.cluster_uid else {
+            return;
+        };
+        let regarding = ObjectReference {
+            api_version: Some("cluster.x-k8s.io/v1beta1".into()),
+            kind: Some("Cluster".into()),
+            name: Some(plan.cluster.clone()),
+            namespace: Some(plan.namespace.clone()),
+            uid: Some(uid.clone()),
+            ..ObjectReference::default()
+        };
+        let note = crate::sdk::clip::clip_to(&format!("pack {:?}: {}", plan.pack, problems.join("; ")), 1000).into_owned();
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "CloudResourcesMissing".into(),
+            note: Some(note),
+            action: "ValidateTopology".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &regarding).await {
+            tracing::warn!(error = %e, cluster = %plan.cluster, "recording the Event failed");
+        }
     }
 }
 
@@ -210,6 +253,7 @@ impl TopologyCloudCheck for TopologyChecks {
                         );
                         return CloudVerdict::Valid;
                     }
+                    self.record_refusal(&plan, problems).await;
                     verdict
                 }
             }
@@ -477,6 +521,7 @@ mod tests {
             pack: "openstack-v1".into(),
             namespace: "ns".into(),
             cluster: "c".into(),
+            cluster_uid: None,
             secret: "s".into(),
             cloud: "openstack".into(),
             checks: flavors
