@@ -161,6 +161,10 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOOK_WATCH_PAGE_SIZE", default_value_t = crate::controller::watch::PAGE_SIZE,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub watch_page_size: u32,
+    /// `User-Agent` of every OpenStack request, so the cloud's API logs tell this
+    /// management cluster's calls from others' (default `stackhook/<version>`).
+    #[arg(long, env = "STACKHOOK_OPENSTACK_USER_AGENT")]
+    pub openstack_user_agent: Option<String>,
     /// NTP server published to the bootstrap in status.extensions.platform.ntp.
     #[arg(long, env = "STACKHOOK_NTP_SERVER")]
     pub ntp_server: Option<String>,

@@ -97,6 +97,9 @@ fn topology_checks(
 /// Runs until SIGTERM or Ctrl-C, then drains in-flight requests and stops the
 /// controllers (releasing the Lease).
 pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), ProcessError> {
+    if let Some(ua) = &args.openstack_user_agent {
+        stackhook_openstack::session::set_user_agent(ua.clone());
+    }
     let metrics = Arc::new(Metrics::new().with_patch_cache_of(engine.clone()));
     // This replica's watch (and, while it leads, its controllers) write it; the
     // lifecycle handlers read it.

@@ -53,15 +53,26 @@ struct World {
     stackhook: Server,
     /// clouds.yaml with the member entry as `openstack` (the packs' default cloud).
     clouds_yaml: String,
-    /// clouds.yaml of the test cloud as written by `up`.
-    clouds_path: std::path::PathBuf,
     external_network: String,
     started: Instant,
+    /// One session for the test's own look at the cloud: a new one per poll would be
+    /// a Keystone token per poll.
+    os: stackhook_openstack::Clients,
+    /// Names the kept logs.
+    what: &'static str,
+    /// stackhook's `User-Agent` towards OpenStack.
+    agent: String,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.keep_stackhook_logs();
+    }
 }
 
 impl World {
     /// `None` (after one line saying why) where this machine cannot run the suite.
-    async fn start(release: Release, extra: &[&str]) -> Option<World> {
+    async fn start(release: Release, what: &'static str, extra: &[&str]) -> Option<World> {
         let Some(clouds_path) = cloud::clouds_yaml() else {
             println!("skipping capi {}: no test cloud", release.capi);
             return None;
@@ -78,7 +89,11 @@ impl World {
         };
         let started = Instant::now();
         let kubeconfig = bed.mgmt.kubeconfig.display().to_string();
+        // The cloud's access logs then tell this server's requests from other tests'.
+        let agent = format!("stackhook-capi-{}-{what}", std::process::id());
         let mut args = vec![
+            "--openstack-user-agent",
+            &agent,
             "--controllers",
             "--kubeconfig",
             &kubeconfig,
@@ -97,7 +112,8 @@ impl World {
         let stackhook = Server::start_with_env(&args, &[("RUST_LOG", Some("info"))]);
         let clouds_yaml =
             openstack_entry(&std::fs::read_to_string(&clouds_path).expect("clouds.yaml"));
-        let nets: Vec<net::Network> = checker(&clouds_path)
+        let os = checker(&clouds_path);
+        let nets: Vec<net::Network> = os
             .network
             .list(&[("name", "public".to_string())])
             .await
@@ -107,9 +123,11 @@ impl World {
             bed,
             stackhook,
             clouds_yaml,
-            clouds_path,
             external_network,
             started,
+            os,
+            what,
+            agent,
         };
         world.register().await;
         Some(world)
@@ -240,7 +258,6 @@ impl World {
         envsubst(&text, &env)
     }
 
-
     async fn wait_cluster<F: Fn(&Value) -> bool>(
         &self,
         ns: &str,
@@ -280,8 +297,8 @@ impl World {
 
     /// Servers in the cloud whose name starts with `prefix`, by status.
     async fn servers(&self, prefix: &str) -> Vec<(String, String)> {
-        let c = checker(&self.clouds_path);
-        c.compute
+        self.os
+            .compute
             .servers_named(prefix)
             .await
             .expect("servers")
@@ -338,7 +355,7 @@ impl World {
 
     /// What happened since `begin`.
     async fn end(&self, p: Phase) -> PhaseReport {
-        let requests = cloud::requests_since(&p.access);
+        let requests = cloud::requests_since(&p.access, Some(&self.agent));
         let diff = |now: BTreeMap<String, u64>, then: &BTreeMap<String, u64>| {
             now.into_iter()
                 .filter_map(|(k, v)| {
@@ -373,8 +390,13 @@ impl World {
     async fn reconciles(&self) -> BTreeMap<String, u64> {
         let text = self.metrics_text().await;
         let mut out = BTreeMap::new();
-        for line in text.lines().filter(|l| l.starts_with("stackhook_controller_reconciles_total{")) {
-            let Some((labels, n)) = line.rsplit_once(' ') else { continue };
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("stackhook_controller_reconciles_total{"))
+        {
+            let Some((labels, n)) = line.rsplit_once(' ') else {
+                continue;
+            };
             let label = |k: &str| {
                 labels
                     .split(&format!("{k}=\""))
@@ -383,8 +405,8 @@ impl World {
                     .unwrap_or_default()
                     .to_string()
             };
-            *out.entry(format!("{}/{}", label("controller"), label("outcome"))).or_insert(0) +=
-                n.parse::<f64>().unwrap_or(0.0) as u64;
+            *out.entry(format!("{}/{}", label("controller"), label("outcome")))
+                .or_insert(0) += n.parse::<f64>().unwrap_or(0.0) as u64;
         }
         out
     }
@@ -394,7 +416,11 @@ impl World {
         let text = self.metrics_text().await;
         let get = |result: &str| {
             text.lines()
-                .find(|l| l.starts_with(&format!("stackhook_patch_cache_answers_total{{result=\"{result}\"}}")))
+                .find(|l| {
+                    l.starts_with(&format!(
+                        "stackhook_patch_cache_answers_total{{result=\"{result}\"}}"
+                    ))
+                })
                 .and_then(|l| l.rsplit(' ').next())
                 .and_then(|n| n.parse::<f64>().ok())
                 .unwrap_or(0.0) as u64
@@ -403,7 +429,8 @@ impl World {
     }
 
     /// stackhook's log lines so far, to `STACKHOOK_CAPI_LOGS` when set.
-    fn keep_stackhook_logs(&self, what: &str) {
+    fn keep_stackhook_logs(&self) {
+        let what = self.what;
         let Some(dir) = std::env::var_os("STACKHOOK_CAPI_LOGS") else {
             return;
         };
@@ -415,7 +442,10 @@ impl World {
             .iter()
             .map(|l| format!("{l}\n"))
             .collect();
-        let _ = std::fs::write(dir.join(format!("{}-{what}-stackhook.log", self.bed.release.capi)), text);
+        let _ = std::fs::write(
+            dir.join(format!("{}-{what}-stackhook.log", self.bed.release.capi)),
+            text,
+        );
     }
 
     /// One JSON-patch op on the Cluster's topology, as a GitOps change would make.
@@ -441,10 +471,19 @@ impl World {
                 .machines(ns)
                 .await
                 .iter()
-                .filter(|m| m.metadata.name.as_deref().is_some_and(|x| x.starts_with(&prefix)))
-                .filter(|m| m.metadata.deletion_timestamp.is_none() && !m.data["status"]["nodeRef"].is_null())
+                .filter(|m| {
+                    m.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|x| x.starts_with(&prefix))
+                })
+                .filter(|m| {
+                    m.metadata.deletion_timestamp.is_none()
+                        && !m.data["status"]["nodeRef"].is_null()
+                })
                 .count();
-            let done = servers.len() == n && servers.iter().all(|(_, s)| s == "ACTIVE") && nodes == n;
+            let done =
+                servers.len() == n && servers.iter().all(|(_, s)| s == "ACTIVE") && nodes == n;
             last = (servers, nodes);
             done
         })
@@ -452,7 +491,10 @@ impl World {
         if !ok {
             self.dump(ns).await;
         }
-        assert!(ok, "waiting for {n} worker server(s) and node(s): have {last:?}");
+        assert!(
+            ok,
+            "waiting for {n} worker server(s) and node(s): have {last:?}"
+        );
         self.step(&format!("{n} worker server(s) ACTIVE with a node"));
     }
 
@@ -502,8 +544,8 @@ struct Phase {
 struct PhaseReport {
     name: &'static str,
     seconds: f64,
-    /// OpenStack requests by `service method`, from the cloud's access logs (the
-    /// test's own polling of Nova included; its writes are none but the image).
+    /// stackhook's OpenStack requests by `service method`, from the cloud's access
+    /// logs (by its `User-Agent`).
     cloud_requests: BTreeMap<String, u64>,
     cloud_writes: u64,
     hooks: BTreeMap<String, u64>,
@@ -587,7 +629,7 @@ async fn a_whole_life_under_capi_v1_13() {
 
 async fn whole_life(release: Release) {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(w) = World::start(release, &[]).await else {
+    let Some(w) = World::start(release, "life", &[]).await else {
         return;
     };
     // Unique in the cloud, which outlives test runs.
@@ -605,50 +647,85 @@ async fn whole_life(release: Release) {
     let phase = w.begin("refused: misspelled flavor").await;
     w.bed.apply(
         &ns,
-        &w.minimal_cluster(&ns, name, &[("OPENSTACK_CONTROL_PLANE_MACHINE_FLAVOR", "m1.mediumm")]),
+        &w.minimal_cluster(
+            &ns,
+            name,
+            &[("OPENSTACK_CONTROL_PLANE_MACHINE_FLAVOR", "m1.mediumm")],
+        ),
     );
     // CAPI 1.11+ writes only "got failure response" into the condition (1.10 the
     // whole answer) and logs the message; stackhook's Warning Event on the Cluster
     // carries it where `kubectl describe cluster` shows it.
     let refused = w
-        .wait_cluster(&ns, name, Duration::from_secs(60), "misspelled flavor refused", |c| {
-            condition(c, "TopologyReconciled").is_some_and(|t| {
-                t["status"] == "False"
-                    && t["message"].as_str().is_some_and(|m| {
-                        m.contains("validation of patch \"openstack\" failed")
-                            && (release.is_v1beta2() || m.contains("flavor \"m1.mediumm\" not found"))
-                    })
-            })
-        })
+        .wait_cluster(
+            &ns,
+            name,
+            Duration::from_secs(60),
+            "misspelled flavor refused",
+            |c| {
+                condition(c, "TopologyReconciled").is_some_and(|t| {
+                    t["status"] == "False"
+                        && t["message"].as_str().is_some_and(|m| {
+                            m.contains("validation of patch \"openstack\" failed")
+                                && (release.is_v1beta2()
+                                    || m.contains("flavor \"m1.mediumm\" not found"))
+                        })
+                })
+            },
+        )
         .await;
-    println!("refused: {}", condition(&refused, "TopologyReconciled").unwrap_or_default());
+    println!(
+        "refused: {}",
+        condition(&refused, "TopologyReconciled").unwrap_or_default()
+    );
     let flavor_named = "OpenStackMachineTemplate spec.flavor: flavor \"m1.mediumm\" not found";
     let events: Api<Event> = Api::namespaced(w.client().await, &ns);
-    let uid = refused["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let uid = refused["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let evented = poll(Duration::from_secs(30), async || {
         events.list(&ListParams::default()).await.is_ok_and(|l| {
             l.items.iter().any(|e| {
                 e.reason.as_deref() == Some("CloudResourcesMissing")
                     && e.involved_object.uid.as_deref() == Some(uid.as_str())
-                    && e.message.as_deref().is_some_and(|m| m.contains(flavor_named))
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains(flavor_named))
             })
         })
     })
     .await;
     assert!(evented, "no Warning Event naming the flavor on the Cluster");
+    // klog escapes the quotes.
     assert!(
-        !w.bed.log_lines("CAPI_LOG", flavor_named).is_empty(),
+        w.bed.log_lines("CAPI_LOG", "m1.mediumm").iter().any(|l| l
+            .contains("OpenStackMachineTemplate spec.flavor: flavor")
+            && l.contains("not found")),
         "CAPI did not log stackhook's message"
     );
-    assert!(w.servers(name).await.is_empty(), "a server despite the refusal");
+    assert!(
+        w.servers(name).await.is_empty(),
+        "a server despite the refusal"
+    );
     phases.push(w.end(phase).await);
 
     let phase = w.begin("create: fixed → first server ACTIVE").await;
     let applied = Instant::now();
-    w.set_topology(&ns, name, "/spec/topology/variables/1/value/flavor", json!("m1.medium")).await;
-    w.wait_cluster(&ns, name, Duration::from_secs(60), "TopologyReconciled", |c| {
-        condition_true(c, "TopologyReconciled")
-    })
+    w.set_topology(
+        &ns,
+        name,
+        "/spec/topology/variables/1/value/flavor",
+        json!("m1.medium"),
+    )
+    .await;
+    w.wait_cluster(
+        &ns,
+        name,
+        Duration::from_secs(60),
+        "TopologyReconciled",
+        |c| condition_true(c, "TopologyReconciled"),
+    )
     .await;
     let first_active = poll(Duration::from_secs(120), async || {
         w.servers(name).await.iter().any(|(_, s)| s == "ACTIVE")
@@ -663,12 +740,19 @@ async fn whole_life(release: Release) {
         "first server ACTIVE, {:.1} s after the valid topology was applied",
         to_server.as_secs_f64()
     ));
-    phases.push(w.end(phase).await);
+    let create = w.end(phase).await;
+    // The access logs see stackhook by its User-Agent: a create writes.
+    assert!(create.cloud_writes > 10, "{create}");
+    phases.push(create);
 
     let phase = w.begin("control plane initialized → workers").await;
-    w.wait_cluster(&ns, name, Duration::from_secs(120), "ControlPlaneInitialized", |c| {
-        condition_true(c, "ControlPlaneInitialized")
-    })
+    w.wait_cluster(
+        &ns,
+        name,
+        Duration::from_secs(120),
+        "ControlPlaneInitialized",
+        |c| condition_true(c, "ControlPlaneInitialized"),
+    )
     .await;
     let acpi = poll(Duration::from_secs(60), async || {
         w.hook_calls()
@@ -680,7 +764,10 @@ async fn whole_life(release: Release) {
     assert!(acpi, "CAPI never called AfterControlPlaneInitialized");
     let vars: Api<Secret> = Api::namespaced(w.client().await, &ns);
     assert!(
-        vars.get_opt(&format!("{name}-bootstrap-vars")).await.expect("get").is_some(),
+        vars.get_opt(&format!("{name}-bootstrap-vars"))
+            .await
+            .expect("get")
+            .is_some(),
         "no {name}-bootstrap-vars after AfterControlPlaneInitialized"
     );
     w.step("AfterControlPlaneInitialized called; bootstrap-vars written");
@@ -692,35 +779,66 @@ async fn whole_life(release: Release) {
     let phase = w.begin("steady state (30 s)").await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     let steady = w.end(phase).await;
-    assert_eq!(steady.cloud_writes, 0, "OpenStack writes in the steady state: {steady:?}");
+    assert_eq!(
+        steady.cloud_writes, 0,
+        "OpenStack writes in the steady state: {steady:?}"
+    );
     phases.push(steady);
 
     // Scale up, then down: servers are created, then one deleted.
     let phase = w.begin("scale md-0 1 → 2").await;
-    w.set_topology(&ns, name, "/spec/topology/workers/machineDeployments/0/replicas", json!(2))
-        .await;
+    w.set_topology(
+        &ns,
+        name,
+        "/spec/topology/workers/machineDeployments/0/replicas",
+        json!(2),
+    )
+    .await;
     w.wait_workers(&ns, name, 2).await;
     phases.push(w.end(phase).await);
     let phase = w.begin("scale md-0 2 → 1").await;
-    w.set_topology(&ns, name, "/spec/topology/workers/machineDeployments/0/replicas", json!(1))
-        .await;
+    w.set_topology(
+        &ns,
+        name,
+        "/spec/topology/workers/machineDeployments/0/replicas",
+        json!(1),
+    )
+    .await;
     w.wait_workers(&ns, name, 1).await;
     phases.push(w.end(phase).await);
 
     // A worker variable rotates the worker template: the MachineDeployment rolls,
     // a new server boots with the new flavor and the old one goes.
     let phase = w.begin("worker flavor m1.medium → m1.small: roll").await;
-    let before: Vec<String> = w.servers(&format!("{name}-md-0-")).await.into_iter().map(|s| s.0).collect();
-    w.set_topology(&ns, name, "/spec/topology/variables/2/value/flavor", json!("m1.small")).await;
+    let before: Vec<String> = w
+        .servers(&format!("{name}-md-0-"))
+        .await
+        .into_iter()
+        .map(|s| s.0)
+        .collect();
+    w.set_topology(
+        &ns,
+        name,
+        "/spec/topology/variables/2/value/flavor",
+        json!("m1.small"),
+    )
+    .await;
     let rolled = poll(Duration::from_secs(180), async || {
         let now = w.servers(&format!("{name}-md-0-")).await;
-        now.len() == 1 && now.iter().all(|(n, s)| s == "ACTIVE" && !before.contains(n))
+        now.len() == 1
+            && now
+                .iter()
+                .all(|(n, s)| s == "ACTIVE" && !before.contains(n))
     })
     .await;
     if !rolled {
         w.dump(&ns).await;
     }
-    assert!(rolled, "md-0 did not roll to a new server: {:?}", w.servers(name).await);
+    assert!(
+        rolled,
+        "md-0 did not roll to a new server: {:?}",
+        w.servers(name).await
+    );
     w.wait_workers(&ns, name, 1).await;
     phases.push(w.end(phase).await);
 
@@ -729,18 +847,28 @@ async fn whole_life(release: Release) {
     let phase = w.begin("upgrade held until the image exists").await;
     // A patch release no image exists for, also in a cloud that outlived other runs.
     let target = &format!("v1.34.{}", 100 + std::process::id() % 800);
-    w.set_topology(&ns, name, "/spec/topology/version", json!(target)).await;
-    let held = w
-        .wait_cluster(&ns, name, Duration::from_secs(90), "upgrade held by BeforeClusterUpgrade", |c| {
-            condition(c, "TopologyReconciled").is_some_and(|t| {
-                t["status"] == "False"
-                    && t["message"].as_str().is_some_and(|m| {
-                        m.contains(&format!("no active Glance image for Kubernetes {target}"))
-                    })
-            })
-        })
+    w.set_topology(&ns, name, "/spec/topology/version", json!(target))
         .await;
-    println!("held: {}", condition(&held, "TopologyReconciled").unwrap_or_default());
+    let held = w
+        .wait_cluster(
+            &ns,
+            name,
+            Duration::from_secs(90),
+            "upgrade held by BeforeClusterUpgrade",
+            |c| {
+                condition(c, "TopologyReconciled").is_some_and(|t| {
+                    t["status"] == "False"
+                        && t["message"].as_str().is_some_and(|m| {
+                            m.contains(&format!("no active Glance image for Kubernetes {target}"))
+                        })
+                })
+            },
+        )
+        .await;
+    println!(
+        "held: {}",
+        condition(&held, "TopologyReconciled").unwrap_or_default()
+    );
     let kcp_version = async || {
         let api: Api<DynamicObject> =
             Api::namespaced_with(w.client().await, &ns, &capi::kcps(release));
@@ -748,29 +876,48 @@ async fn whole_life(release: Release) {
             .await
             .ok()
             .and_then(|l| {
-                l.items
-                    .first()
-                    .map(|k| k.data["spec"]["version"].as_str().unwrap_or_default().to_string())
+                l.items.first().map(|k| {
+                    k.data["spec"]["version"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
             })
             .unwrap_or_default()
     };
-    assert_eq!(kcp_version().await, "v1.33.1", "the control plane moved while the hook held it");
+    assert_eq!(
+        kcp_version().await,
+        "v1.33.1",
+        "the control plane moved while the hook held it"
+    );
     let member = cloud::entry(cloud::MEMBER).expect("member");
     capi::create_image(&member, &format!("ubuntu-2404-kube-{target}"), target).await;
-    let upgraded = poll(Duration::from_secs(120), async || kcp_version().await == *target).await;
-    assert!(upgraded, "CAPI did not move the control plane to {target} once the image existed");
+    let upgraded = poll(Duration::from_secs(120), async || {
+        kcp_version().await == *target
+    })
+    .await;
+    assert!(
+        upgraded,
+        "CAPI did not move the control plane to {target} once the image existed"
+    );
     w.step("image added: CAPI upgrades the control plane");
     // KCP's rollout stops at its preflight checks: a stand-in has no etcd member
     // to report healthy, so KCP never creates the new control-plane machine and
     // CAPI holds the workers until the control plane is upgraded.
     let stopped = poll(Duration::from_secs(60), async || {
         w.bed
-            .log_lines("CONTROLPLANE_LOG", "Waiting for control plane to pass preflight checks")
+            .log_lines(
+                "CONTROLPLANE_LOG",
+                "Waiting for control plane to pass preflight checks",
+            )
             .iter()
             .any(|l| l.contains("EtcdMemberHealthy"))
     })
     .await;
-    assert!(stopped, "KCP's rollout did not stop where a stand-in makes it stop");
+    assert!(
+        stopped,
+        "KCP's rollout did not stop where a stand-in makes it stop"
+    );
     w.step("KCP waits for its etcd preflight check, as a stand-in must make it");
     phases.push(w.end(phase).await);
 
@@ -778,7 +925,10 @@ async fn whole_life(release: Release) {
     let phase = w.begin("delete").await;
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(w.client().await, &ns, &capi::clusters(release));
-    clusters.delete(name, &DeleteParams::default()).await.expect("delete cluster");
+    clusters
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete cluster");
     let gone = poll(Duration::from_secs(240), async || {
         matches!(clusters.get_opt(name).await, Ok(None))
     })
@@ -791,11 +941,17 @@ async fn whole_life(release: Release) {
     phases.push(w.end(phase).await);
     let calls = w.hook_calls().await;
     assert!(
-        calls.get("BeforeClusterDelete/success").is_some_and(|n| *n >= 1),
+        calls
+            .get("BeforeClusterDelete/success")
+            .is_some_and(|n| *n >= 1),
         "{calls:?}"
     );
-    assert_eq!(w.servers(name).await, Vec::<(String, String)>::new(), "servers left");
-    let nets: Vec<net::Network> = checker(&w.clouds_path).network.list(&[]).await.expect("networks");
+    assert_eq!(
+        w.servers(name).await,
+        Vec::<(String, String)>::new(),
+        "servers left"
+    );
+    let nets: Vec<net::Network> = w.os.network.list(&[]).await.expect("networks");
     let left: Vec<&str> = nets
         .iter()
         .map(|n| n.name.as_str())
@@ -810,7 +966,6 @@ async fn whole_life(release: Release) {
         "create goal: first server ACTIVE {:.1} s after the topology was applied (goal ≤ 30 s)",
         to_server.as_secs_f64()
     );
-    w.keep_stackhook_logs("life");
     w.bed.assert_loopback_only();
 }
 
@@ -849,7 +1004,10 @@ const SHIPPED: &[Shipped] = &[
         v1beta2_only: false,
     },
     Shipped {
-        sources: &["clusterclasses/magnum-compatible.yaml", "templates/magnum-compatible.yaml"],
+        sources: &[
+            "clusterclasses/magnum-compatible.yaml",
+            "templates/magnum-compatible.yaml",
+        ],
         class: "magnum-compatible-v1",
         examples: &["magnum-cluster.yaml"],
         namespace: Some("magnum-system"),
@@ -870,10 +1028,16 @@ const SHIPPED: &[Shipped] = &[
 /// cloud resources or an endpoint, while ValidateTopology still asks the cloud.
 async fn shipped_classes(release: Release) {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(w) = World::start(release, &["--watch-namespace", "capi-nothing-here"]).await else {
+    let Some(w) = World::start(
+        release,
+        "classes",
+        &["--watch-namespace", "capi-nothing-here"],
+    )
+    .await
+    else {
         return;
     };
-    let c = checker(&w.clouds_path);
+    let c = &w.os;
     let image = c
         .image
         .list(&[("name", "ubuntu-2404-kube-v1.33.1".to_string())])
@@ -904,8 +1068,20 @@ async fn shipped_classes(release: Release) {
         let names: Vec<String> = s
             .examples
             .iter()
-            .map(|e| format!("{}-{suffix}", e.trim_end_matches(".yaml").replace("openstack-kubeadm-", "ok-")))
-            .map(|n| n.chars().take(30).collect::<String>().trim_end_matches('-').to_string())
+            .map(|e| {
+                format!(
+                    "{}-{suffix}",
+                    e.trim_end_matches(".yaml")
+                        .replace("openstack-kubeadm-", "ok-")
+                )
+            })
+            .map(|n| {
+                n.chars()
+                    .take(30)
+                    .collect::<String>()
+                    .trim_end_matches('-')
+                    .to_string()
+            })
             .collect();
         let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let ns = match s.namespace {
@@ -919,7 +1095,13 @@ async fn shipped_classes(release: Release) {
                     )
                     .await;
                 for n in &name_refs {
-                    kube_server::identity_secret(&client, ns, &format!("{n}-cloud-config"), &w.clouds_yaml).await;
+                    kube_server::identity_secret(
+                        &client,
+                        ns,
+                        &format!("{n}-cloud-config"),
+                        &w.clouds_yaml,
+                    )
+                    .await;
                 }
                 ns.to_string()
             }
@@ -934,8 +1116,9 @@ async fn shipped_classes(release: Release) {
         }
         w.wait_class_ready(&ns, s.class).await;
         for (example, name) in s.examples.iter().zip(&names) {
-            let text = std::fs::read_to_string(capi::repo().join("clusterclasses/examples").join(example))
-                .expect("example");
+            let text =
+                std::fs::read_to_string(capi::repo().join("clusterclasses/examples").join(example))
+                    .expect("example");
             let env = BTreeMap::from([
                 ("CLUSTER_NAME", name.as_str()),
                 ("NAMESPACE", ns.as_str()),
@@ -957,12 +1140,20 @@ async fn shipped_classes(release: Release) {
                     d["metadata"]["name"] = json!(name);
                 }
             }
-            yaml = docs.iter().map(|d| serde_json::to_string(d).expect("json")).collect::<Vec<_>>().join("\n---\n");
+            yaml = docs
+                .iter()
+                .map(|d| serde_json::to_string(d).expect("json"))
+                .collect::<Vec<_>>()
+                .join("\n---\n");
             w.bed.apply(&ns, &yaml);
             let c = w
-                .wait_cluster(&ns, name, Duration::from_secs(90), &format!("{example}: TopologyReconciled"), |c| {
-                    condition_true(c, "TopologyReconciled")
-                })
+                .wait_cluster(
+                    &ns,
+                    name,
+                    Duration::from_secs(90),
+                    &format!("{example}: TopologyReconciled"),
+                    |c| condition_true(c, "TopologyReconciled"),
+                )
                 .await;
             assert_eq!(c["spec"]["topology"]["version"], "v1.33.1", "{example}");
         }
@@ -970,7 +1161,75 @@ async fn shipped_classes(release: Release) {
     for g in groups {
         let _ = c.compute.delete_server_group(&g).await;
     }
+    every_pack_accepted(&w).await;
     w.bed.assert_loopback_only();
+}
+
+/// Each pack stackhook serves, alone as the external patch of a class, has its
+/// DiscoverVariables answer accepted by CAPI: the class reaches VariablesReady.
+async fn every_pack_accepted(w: &World) {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(
+            "runtime.cluster.x-k8s.io",
+            w.bed
+                .release
+                .extension_config_api()
+                .rsplit('/')
+                .next()
+                .expect("version"),
+            "ExtensionConfig",
+        ),
+        "extensionconfigs",
+    );
+    let ec = Api::<DynamicObject>::all_with(w.client().await, &ar)
+        .get(EXTENSION)
+        .await
+        .expect("ExtensionConfig");
+    let packs: Vec<String> = ec.data["status"]["handlers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["name"].as_str())
+        .filter_map(|n| n.strip_suffix(&format!("-discover-variables.{EXTENSION}")))
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    assert!(packs.len() >= 5, "packs served: {packs:?}");
+    let ns = w.namespace("capi-packs", &[]).await;
+    let base = capi::kustomize(&format!(
+        "clusterclasses/openstack-kubeadm/overlays/{}",
+        w.bed.release.overlay
+    ));
+    let mut docs = kube_server::yaml_documents(&base);
+    let class = docs
+        .iter()
+        .position(|d| d["kind"] == "ClusterClass")
+        .map(|i| docs.remove(i))
+        .expect("class");
+    let (generate, validate) = if w.bed.release.is_v1beta2() {
+        ("generatePatchesExtension", "validateTopologyExtension")
+    } else {
+        ("generateExtension", "validateExtension")
+    };
+    for pack in &packs {
+        let mut c = class.clone();
+        c["metadata"]["name"] = json!(format!("pack-{pack}"));
+        c["spec"]["patches"] = json!([{"name": pack, "external": {
+            generate: format!("{pack}-generate-patches.{EXTENSION}"),
+            validate: format!("{pack}-validate-topology.{EXTENSION}"),
+            "discoverVariablesExtension": format!("{pack}-discover-variables.{EXTENSION}"),
+        }}]);
+        docs.push(c);
+    }
+    let yaml = docs
+        .iter()
+        .map(|d| serde_json::to_string(d).expect("json"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    w.bed.apply(&ns, &yaml);
+    for pack in &packs {
+        w.wait_class_ready(&ns, &format!("pack-{pack}")).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -986,4 +1245,174 @@ async fn shipped_classes_under_capi_v1_11() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shipped_classes_under_capi_v1_13() {
     shipped_classes(capi::V1_13).await;
+}
+
+/// The Magnum shape under CAPI v1.10, the Magnum management cluster's generation:
+/// `clusterclasses/magnum-compatible.yaml` in `magnum-system`, the example Cluster as
+/// the driver creates it, and the identity Secret exactly as the driver writes it (an
+/// application credential without `auth_type`, `verify: true`, the CA bundle under
+/// `cacert`): machines get servers in the loopback cloud, and deleting the Cluster
+/// leaves nothing there.
+async fn magnum_shape(release: Release) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(w) = World::start(release, "magnum", &[]).await else {
+        return;
+    };
+    let ns = "magnum-system";
+    let name = &format!("kube-{:05x}", std::process::id() & 0xfffff);
+    let uuid = "3f1c9a52-8d47-4b6e-9a0f-2c5d7e8b1a34";
+    let client = w.client().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("ns"),
+        )
+        .await
+        .expect("namespace");
+    // The driver's Secret: PyYAML's dump of cloud `default` (sorted keys, no
+    // auth_type) and a CA bundle of the size of certifi's.
+    let appcred = cloud::entry(cloud::MEMBER_APPCRED).expect("application credential entry");
+    let clouds_yaml = format!(
+        "clouds:\n  default:\n    auth:\n      application_credential_id: {}\n      application_credential_secret: {}\n      auth_url: {}\n    endpoint_type: public\n    identity_api_version: 3\n    region_name: {}\n    verify: true\n",
+        appcred.application_credential_id, appcred.application_credential_secret, appcred.auth_url, appcred.region_name
+    );
+    let bundle =
+        std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_else(|_| {
+            // Machines without Debian's bundle: one certificate, repeated to the size.
+            let one = std::fs::read_to_string(
+                capi::repo().join("tests/fixtures/magnum/secret.cloud-config.yaml"),
+            )
+            .expect("fixture");
+            one.repeat(200)
+        });
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": format!("{name}-cloud-config"), "namespace": ns,
+                             "labels": {"cluster-uuid": uuid}},
+                "stringData": {"clouds.yaml": clouds_yaml, "cacert": bundle},
+            }))
+            .expect("secret"),
+        )
+        .await
+        .expect("identity Secret");
+    let c = &w.os;
+    let image = c
+        .image
+        .list(&[("name", "ubuntu-2404-kube-v1.33.1".to_string())])
+        .await
+        .expect("images")
+        .first()
+        .expect("image")
+        .id
+        .clone();
+    let mut groups = Vec::new();
+    for role in ["", "-default-worker"] {
+        let g = c
+            .compute
+            .create_server_group(
+                &format!("{name}{role}"),
+                stackhook_openstack::compute::ServerGroupPolicy::SoftAntiAffinity,
+                &Default::default(),
+            )
+            .await
+            .expect("server group");
+        groups.push(g.id);
+    }
+    for src in [
+        "clusterclasses/magnum-compatible.yaml",
+        "templates/magnum-compatible.yaml",
+    ] {
+        w.bed.apply(
+            ns,
+            &std::fs::read_to_string(capi::repo().join(src)).expect("source"),
+        );
+    }
+    w.wait_class_ready(ns, "magnum-compatible-v1").await;
+    w.bed.point_at_standin(ns, name).await;
+    let _kubelet =
+        StandInKubelet::start(w.client().await, w.bed.standin_client().await, release, ns);
+    let text =
+        std::fs::read_to_string(capi::repo().join("clusterclasses/examples/magnum-cluster.yaml"))
+            .expect("example");
+    let env = BTreeMap::from([
+        ("CLUSTER_NAME", name.as_str()),
+        ("CLUSTER_UUID", uuid),
+        ("KUBERNETES_VERSION", "v1.33.1"),
+        ("CONTROL_PLANE_FLAVOR", "m1.medium"),
+        ("WORKER_FLAVOR", "m1.small"),
+        ("IMAGE_ID", image.as_str()),
+        ("EXTERNAL_NETWORK_ID", w.external_network.as_str()),
+        ("CONTROL_PLANE_SERVER_GROUP_ID", groups[0].as_str()),
+        ("WORKER_SERVER_GROUP_ID", groups[1].as_str()),
+    ]);
+    let phase = w.begin("magnum: create → servers").await;
+    w.bed.apply(ns, &envsubst(&text, &env));
+    w.wait_cluster(
+        ns,
+        name,
+        Duration::from_secs(90),
+        "magnum: TopologyReconciled",
+        |c| condition_true(c, "TopologyReconciled"),
+    )
+    .await;
+    // One control-plane and one worker machine, each with an ACTIVE server.
+    let ok = poll(Duration::from_secs(240), async || {
+        let machines = w.machines(ns).await;
+        let servers = w.servers(name).await;
+        machines.len() == 2
+            && machines
+                .iter()
+                .all(|m| !m.data["status"]["nodeRef"].is_null())
+            && servers.len() == 2
+            && servers.iter().all(|(_, s)| s == "ACTIVE")
+    })
+    .await;
+    if !ok {
+        w.dump(ns).await;
+    }
+    assert!(
+        ok,
+        "the Magnum cluster's machines did not get servers: {:?}",
+        w.servers(name).await
+    );
+    w.step("magnum: control plane and worker servers ACTIVE, Nodes matched");
+    println!("  {}", w.end(phase).await);
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(w.client().await, ns, &capi::clusters(release));
+    clusters
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete cluster");
+    let gone = poll(Duration::from_secs(240), async || {
+        matches!(clusters.get_opt(name).await, Ok(None))
+    })
+    .await;
+    if !gone {
+        w.dump(ns).await;
+    }
+    assert!(gone, "Cluster {name} was not deleted");
+    assert_eq!(
+        w.servers(name).await,
+        Vec::<(String, String)>::new(),
+        "servers left"
+    );
+    w.step("magnum: deleted, no server left");
+    for g in groups {
+        let _ = c.compute.delete_server_group(&g).await;
+    }
+    w.bed.assert_loopback_only();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn magnum_shape_under_capi_v1_10() {
+    magnum_shape(capi::V1_10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_whole_life_under_capi_v1_10() {
+    whole_life(capi::V1_10).await;
 }

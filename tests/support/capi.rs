@@ -606,10 +606,16 @@ async fn sync_nodes(
         if control_plane {
             labels["node-role.kubernetes.io/control-plane"] = json!("");
         }
+        // kubeadm taints a control-plane node; KCP checks it.
+        let taints = if control_plane {
+            json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
+        } else {
+            json!([])
+        };
         let node: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels},
-            "spec": {"providerID": provider_id},
+            "spec": {"providerID": provider_id, "taints": taints},
         }))
         .expect("node");
         nodes
@@ -621,8 +627,17 @@ async fn sync_nodes(
             .await?;
         let now = jiff::Timestamp::now().to_string();
         let status = json!({"status": {
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "stand-in kubelet", "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            // Ready, and no pressure: CAPI's NodeHealthy (and so a Machine's Ready and
+            // Available, which a MachineDeployment's rollout waits for) reads all four.
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "message": "stand-in kubelet", "lastHeartbeatTime": now, "lastTransitionTime": now},
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now},
+                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now},
+                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now}],
             "nodeInfo": {"kubeletVersion": version, "machineID": "", "systemUUID": "", "bootID": "",
                          "kernelVersion": "", "osImage": "", "containerRuntimeVersion": "",
                          "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
@@ -725,7 +740,11 @@ pub async fn delete_all(client: &Client, ns: &str, ar: &ApiResource) {
 
 /// Uploads an active Glance image `name` with `kube_version` set, as a member of the
 /// test cloud, through Glance's own API (the client library reads images only).
-pub async fn create_image(member: &super::cloud::CloudEntry, name: &str, kube_version: &str) -> String {
+pub async fn create_image(
+    member: &super::cloud::CloudEntry,
+    name: &str,
+    kube_version: &str,
+) -> String {
     let http = reqwest::Client::new();
     let auth = json!({"auth": {
         "identity": {"methods": ["password"], "password": {"user": {
@@ -733,12 +752,18 @@ pub async fn create_image(member: &super::cloud::CloudEntry, name: &str, kube_ve
             "domain": {"name": member.user_domain_name}}}},
         "scope": {"project": {"name": member.project_name, "domain": {"name": member.project_domain_name}}}}});
     let resp = http
-        .post(format!("{}/auth/tokens", member.auth_url.trim_end_matches('/')))
+        .post(format!(
+            "{}/auth/tokens",
+            member.auth_url.trim_end_matches('/')
+        ))
         .json(&auth)
         .send()
         .await
         .expect("keystone");
-    let token = resp.headers()["x-subject-token"].to_str().expect("token").to_string();
+    let token = resp.headers()["x-subject-token"]
+        .to_str()
+        .expect("token")
+        .to_string();
     let body: Value = resp.json().await.expect("token body");
     let glance = body["token"]["catalog"]
         .as_array()
@@ -756,8 +781,10 @@ pub async fn create_image(member: &super::cloud::CloudEntry, name: &str, kube_ve
     let image: Value = http
         .post(format!("{glance}/v2/images"))
         .header("X-Auth-Token", &token)
-        .json(&json!({"name": name, "disk_format": "raw", "container_format": "bare",
-                      "kube_version": kube_version, "os_distro": "ubuntu"}))
+        .json(
+            &json!({"name": name, "disk_format": "raw", "container_format": "bare",
+                      "kube_version": kube_version, "os_distro": "ubuntu"}),
+        )
         .send()
         .await
         .and_then(|r| r.error_for_status())

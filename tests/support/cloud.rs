@@ -187,7 +187,11 @@ pub fn access_mark() -> AccessMark {
 /// Requests the cloud's APIs logged after `mark`, by `service method` (e.g.
 /// `neutron POST`), read from the access logs `tests/cloud/up` writes. Placement is
 /// left out: only Nova's own services call it.
-pub fn requests_since(mark: &AccessMark) -> std::collections::BTreeMap<String, u64> {
+/// With `agent`, only the requests whose `User-Agent` is exactly that.
+pub fn requests_since(
+    mark: &AccessMark,
+    agent: Option<&str>,
+) -> std::collections::BTreeMap<String, u64> {
     use std::io::{Read, Seek, SeekFrom};
     let mut out = std::collections::BTreeMap::new();
     for path in access_logs() {
@@ -214,6 +218,9 @@ pub fn requests_since(mark: &AccessMark) -> std::collections::BTreeMap<String, u
             let Some(method) = line.split('"').nth(1).and_then(|r| r.split(' ').next()) else {
                 continue;
             };
+            if agent.is_some_and(|a| line.split('"').nth(3) != Some(a)) {
+                continue;
+            }
             *out.entry(format!("{service} {method}")).or_insert(0) += 1;
         }
     }

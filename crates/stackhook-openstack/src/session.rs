@@ -158,6 +158,19 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// The `User-Agent` of every session this process makes, once set.
+static USER_AGENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The default `User-Agent`: `stackhook/<version>`.
+pub const DEFAULT_USER_AGENT: &str = concat!("stackhook/", env!("CARGO_PKG_VERSION"));
+
+/// Sets the `User-Agent` of the sessions made from now on, once per process, so a
+/// cloud's API logs tell one management cluster's calls from another's. `false`
+/// when it was set before.
+pub fn set_user_agent(ua: String) -> bool {
+    USER_AGENT.set(ua).is_ok()
+}
+
 impl Session {
     /// Builds the HTTP client; authenticates lazily on the first request.
     /// `cacert` replaces the system roots when given, as CAPO's Secret key does.
@@ -166,7 +179,12 @@ impl Session {
             .use_rustls_tls()
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
-            .user_agent(concat!("stackhook/", env!("CARGO_PKG_VERSION")));
+            .user_agent(
+                USER_AGENT
+                    .get()
+                    .map(String::as_str)
+                    .unwrap_or(DEFAULT_USER_AGENT),
+            );
         match cacert {
             Some(pem) => {
                 let certs = reqwest::Certificate::from_pem_bundle(pem)

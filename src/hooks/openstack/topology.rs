@@ -184,7 +184,11 @@ impl TopologyChecks {
             uid: Some(uid.clone()),
             ..ObjectReference::default()
         };
-        let note = crate::sdk::clip::clip_to(&format!("pack {:?}: {}", plan.pack, problems.join("; ")), 1000).into_owned();
+        let note = crate::sdk::clip::clip_to(
+            &format!("pack {:?}: {}", plan.pack, problems.join("; ")),
+            1000,
+        )
+        .into_owned();
         let event = Event {
             type_: EventType::Warning,
             reason: "CloudResourcesMissing".into(),
