@@ -135,8 +135,13 @@ fn creates_checks_updates_and_deletes_a_cluster() {
         // Create.
         let mut osc = cluster(&name, spec("10.77.0.0/24"));
         let before = counts(&infra, &id);
+        let started = std::time::Instant::now();
         let passes = converge(&infra, &scope, &mut osc, &id, 60).await;
         bench("create", passes, counts(&infra, &id) - before);
+        println!(
+            "BENCH create: seconds={:.1}",
+            started.elapsed().as_secs_f64()
+        );
         expect_one_each(&inventory(&check, &names).await);
 
         let status = osc.status.clone().unwrap();

@@ -342,6 +342,13 @@ resource!(Extension, "extension", "extensions");
 /// Query parameters for list calls, e.g. `[("name", n)]`.
 pub type Query<'a> = [(&'a str, String)];
 
+/// Whether Neutron refused a bulk request as such: the API with
+/// `allow_bulk = False` answers 400 "Bulk operation not supported"; a 404
+/// naming bulk is taken the same way. Every other error is the request's own.
+pub fn bulk_unsupported(e: &OsError) -> bool {
+    matches!(e.status(), Some(400 | 404)) && e.message().to_ascii_lowercase().contains("bulk")
+}
+
 /// Neutron, one method per HTTP verb over the typed collections plus the
 /// calls that are not plain CRUD.
 pub trait Networking: Send + Sync {
@@ -368,6 +375,15 @@ pub trait Networking: Send + Sync {
         &self,
         id: &str,
     ) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// `POST /v2.0/security-group-rules` with `{"security_group_rules": [...]}`:
+    /// `rules` (bodies as for [`Networking::create`]) in one request. Neutron
+    /// takes only rules of one group per request and creates all of them or
+    /// none (409 if one exists already); a Neutron that refuses bulk
+    /// requests is recognised by [`bulk_unsupported`].
+    fn create_security_group_rules(
+        &self,
+        rules: Vec<Value>,
+    ) -> impl Future<Output = Result<Vec<SecurityGroupRule>, OsError>> + Send;
     /// `PUT /v2.0/<plural>/<id>/tags/<tag>`: adds one tag, idempotent.
     fn add_tag<T: NeutronResource>(
         &self,
@@ -525,6 +541,22 @@ impl Networking for Neutron {
     async fn delete<T: NeutronResource>(&self, id: &str) -> Result<(), OsError> {
         let path = format!("/v2.0/{}/{id}", T::PLURAL);
         self.session.delete_path(SERVICE, &path).await
+    }
+
+    async fn create_security_group_rules(
+        &self,
+        rules: Vec<Value>,
+    ) -> Result<Vec<SecurityGroupRule>, OsError> {
+        let plural = SecurityGroupRule::PLURAL;
+        self.session
+            .send_wrapped(
+                Method::POST,
+                SERVICE,
+                &format!("/v2.0/{plural}"),
+                &plural.replace('-', "_"),
+                Value::Array(rules),
+            )
+            .await
     }
 
     async fn add_tag<T: NeutronResource>(&self, id: &str, tag: &str) -> Result<(), OsError> {
@@ -749,6 +781,29 @@ mod tests {
             }
         }
         true
+    }
+
+    #[test]
+    fn recognises_a_refused_bulk_request() {
+        let http = |status, message: &str| OsError::Http {
+            service: "network".into(),
+            method: "POST".into(),
+            path: "/v2.0/security-group-rules".into(),
+            status,
+            message: message.into(),
+            retry_after: None,
+        };
+        assert!(bulk_unsupported(&http(400, "Bulk operation not supported")));
+        assert!(bulk_unsupported(&http(404, "bulk create is not available")));
+        assert!(!bulk_unsupported(&http(400, "Resources required")));
+        assert!(!bulk_unsupported(&http(
+            409,
+            "Duplicate Security Group Rule in POST (bulk)"
+        )));
+        assert!(!bulk_unsupported(&http(
+            400,
+            "Only allowed to update rules for one security profile at a time"
+        )));
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! monitor per port plus a floating IP; or a floating IP alone; or a fixed
 //! IP) and the ingress VIP port.
 //!
+//! A new load balancer is created fully populated: its listeners, pools and
+//! monitors nested in the one create, so Octavia provisions them in one
+//! round. The steps one by one remain for completing or repairing an
+//! existing one (and for a provider that refuses the populated create).
 //! Octavia refuses changes while a load balancer is `PENDING_*`, so after
 //! each Octavia write the pass stops and asks to be requeued instead of
 //! polling.
@@ -14,7 +18,7 @@ use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::CloudClients;
 
 use super::{os, owner_tag, user, Pass};
-use crate::infra::api::cluster::LoadBalancer as LbStatus;
+use crate::infra::api::cluster::{ApiServerLoadBalancer, LoadBalancer as LbStatus};
 use crate::infra::api::extensions::{LoadBalancersStatus, VirtualIp};
 use crate::infra::seam::{InfraError, StatusSink};
 
@@ -141,10 +145,39 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             if let Some(flavor) = &spec.flavor {
                 body["flavor_id"] = json!(self.load_balancer_flavor(flavor).await?);
             }
-            let created: lb::LoadBalancer = octavia
-                .create(body)
-                .await
-                .map_err(|e| os("APIEndpointConfigFailed", e))?;
+            // Fully populated: listeners, pools and monitors come with the
+            // load balancer in one request and one Octavia provisioning
+            // round, exactly as the steps below would make them.
+            let provider = spec.provider.as_deref().unwrap_or_default();
+            let allowed = self.allowed_cidrs(&spec.allowed_cidrs, provider).await?;
+            let mut populated = body.clone();
+            populated["listeners"] = Value::Array(
+                self.api_ports(&spec)
+                    .into_iter()
+                    .map(|port| {
+                        let pname = self.port_name(port);
+                        let mut listener = self.listener_body(&pname, port, allowed.as_deref());
+                        let mut pool = self.pool_body(&pname, algorithm(provider));
+                        pool["healthmonitor"] = self.monitor_body(&pname, &spec);
+                        listener["default_pool"] = pool;
+                        listener
+                    })
+                    .collect(),
+            );
+            let created: lb::LoadBalancer = match octavia.create(populated).await {
+                Ok(l) => l,
+                // A provider that cannot take all of it (no monitors, the
+                // cloud's default being OVN): Octavia made nothing, and the
+                // load balancer alone is then completed step by step.
+                Err(e) if e.is_not_implemented() => {
+                    tracing::info!(error = %e, "the provider refuses a fully populated load balancer");
+                    octavia
+                        .create(body)
+                        .await
+                        .map_err(|e| os("APIEndpointConfigFailed", e))?
+                }
+                Err(e) => return Err(os("APIEndpointConfigFailed", e)),
+            };
             tracing::info!(lb = %created.id, %name, "created API load balancer");
             self.status.api_server_load_balancer = Some(Box::new(LbStatus {
                 name: created.name.clone(),
@@ -184,18 +217,15 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             return Ok(None);
         }
 
-        let allowed = self.allowed_cidrs(&spec.allowed_cidrs, &balancer).await?;
+        let allowed = self
+            .allowed_cidrs(&spec.allowed_cidrs, &balancer.provider)
+            .await?;
         if let Some(lb) = self.status.api_server_load_balancer.as_mut() {
             lb.allowed_cidrs = allowed.clone().unwrap_or_default();
         }
-        let algorithm = if balancer.provider == "ovn" {
-            "SOURCE_IP_PORT"
-        } else {
-            "ROUND_ROBIN"
-        };
+        let algorithm = algorithm(&balancer.provider);
         let monitor = spec.monitor.clone().unwrap_or_default();
-        let mut ports = vec![self.api_port()];
-        ports.extend(spec.additional_ports.iter().copied());
+        let ports = self.api_ports(&spec);
         let lb_filter = [("loadbalancer_id", balancer.id.clone())];
         let listeners: Vec<lb::Listener> = octavia
             .list(&lb_filter)
@@ -206,22 +236,12 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .await
             .map_err(|e| os("APIEndpointConfigFailed", e))?;
         for port in ports {
-            let pname = self
-                .names
-                .load_balancer_port_name(u16::try_from(port).unwrap_or(0));
+            let pname = self.port_name(port);
             let listener = match listeners.iter().find(|l| l.name == pname) {
                 Some(l) => l.clone(),
                 None => {
-                    let mut body = json!({
-                        "name": pname,
-                        "protocol": "TCP",
-                        "protocol_port": port,
-                        "loadbalancer_id": balancer.id,
-                        "tags": self.tags,
-                    });
-                    if let Some(a) = &allowed {
-                        body["allowed_cidrs"] = json!(a);
-                    }
+                    let mut body = self.listener_body(&pname, port, allowed.as_deref());
+                    body["loadbalancer_id"] = json!(balancer.id);
                     let l: lb::Listener = octavia
                         .create(body)
                         .await
@@ -247,14 +267,10 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             let pool = match pools.iter().find(|p| p.name == pname) {
                 Some(p) => p.clone(),
                 None => {
+                    let mut body = self.pool_body(&pname, algorithm);
+                    body["listener_id"] = json!(listener.id);
                     let p: lb::Pool = octavia
-                        .create(json!({
-                            "name": pname,
-                            "protocol": "TCP",
-                            "lb_algorithm": algorithm,
-                            "listener_id": listener.id,
-                            "tags": self.tags,
-                        }))
+                        .create(body)
                         .await
                         .map_err(|e| os("APIEndpointConfigFailed", e))?;
                     tracing::info!(pool = %p.id, port, "created pool");
@@ -270,11 +286,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             });
             match pool.healthmonitor_id.as_deref().filter(|id| !id.is_empty()) {
                 None => {
-                    let mut body = wanted.clone();
-                    body["name"] = json!(pname);
+                    let mut body = self.monitor_body(&pname, &spec);
                     body["pool_id"] = json!(pool.id);
-                    body["type"] = json!("TCP");
-                    body["tags"] = json!(self.tags);
                     match octavia.create::<lb::HealthMonitor>(body).await {
                         Ok(m) => {
                             tracing::info!(monitor = %m.id, port, "created health monitor");
@@ -320,6 +333,61 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         Ok(Some(fip.floating_ip_address))
     }
 
+    /// The API port, then the additional ones: one listener, pool and
+    /// monitor each.
+    fn api_ports(&self, spec: &ApiServerLoadBalancer) -> Vec<i64> {
+        let mut ports = vec![self.api_port()];
+        ports.extend(spec.additional_ports.iter().copied());
+        ports
+    }
+
+    /// The name of a port's listener, pool and monitor (CAPO's).
+    fn port_name(&self, port: i64) -> String {
+        self.names
+            .load_balancer_port_name(u16::try_from(port).unwrap_or(0))
+    }
+
+    /// A listener as created on its own (plus `loadbalancer_id`) or inside
+    /// the load balancer (plus `default_pool`).
+    fn listener_body(&self, name: &str, port: i64, allowed: Option<&[String]>) -> Value {
+        let mut body = json!({
+            "name": name,
+            "protocol": "TCP",
+            "protocol_port": port,
+            "tags": self.tags,
+        });
+        if let Some(a) = allowed {
+            body["allowed_cidrs"] = json!(a);
+        }
+        body
+    }
+
+    /// A pool as created on its own (plus `listener_id`) or as a listener's
+    /// `default_pool` (plus `healthmonitor`).
+    fn pool_body(&self, name: &str, algorithm: &str) -> Value {
+        json!({
+            "name": name,
+            "protocol": "TCP",
+            "lb_algorithm": algorithm,
+            "tags": self.tags,
+        })
+    }
+
+    /// A health monitor as created on its own (plus `pool_id`) or inside
+    /// its pool.
+    fn monitor_body(&self, name: &str, spec: &ApiServerLoadBalancer) -> Value {
+        let monitor = spec.monitor.clone().unwrap_or_default();
+        json!({
+            "delay": monitor.delay,
+            "timeout": monitor.timeout,
+            "max_retries": monitor.max_retries,
+            "max_retries_down": monitor.max_retries_down,
+            "name": name,
+            "type": "TCP",
+            "tags": self.tags,
+        })
+    }
+
     /// The ID of the enabled Octavia flavor named `name`.
     async fn load_balancer_flavor(&self, name: &str) -> Result<String, InfraError> {
         let flavors: Vec<lb::Flavor> = self
@@ -336,9 +404,9 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     async fn allowed_cidrs(
         &self,
         spec: &[String],
-        balancer: &lb::LoadBalancer,
+        provider: &str,
     ) -> Result<Option<Vec<String>>, InfraError> {
-        if spec.is_empty() || balancer.provider == "ovn" {
+        if spec.is_empty() || provider == "ovn" {
             return Ok(None);
         }
         let version = self
@@ -527,6 +595,15 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         };
         self.ensure_tags(&port).await?;
         Ok(port.fixed_ips.first().map(|f| f.ip_address.clone()))
+    }
+}
+
+/// The pool algorithm: OVN has no round robin.
+fn algorithm(provider: &str) -> &'static str {
+    if provider == "ovn" {
+        "SOURCE_IP_PORT"
+    } else {
+        "ROUND_ROBIN"
     }
 }
 

@@ -8,7 +8,10 @@
 //! still in use and for writing to a load balancer in a `PENDING_*` state.
 //! Load balancers and servers can be made to stay `PENDING_*`/`BUILD` for a
 //! number of reads. Faults are injected per call: an error status instead of
-//! the call, or the call done and its answer lost.
+//! the call, or the call done and its answer lost. Security group rules may
+//! be created in bulk (one group per request, all or nothing) and a load
+//! balancer fully populated (listeners with their default pool and monitor
+//! nested), with the refusals of Neutron and Octavia that matter here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -25,7 +28,7 @@ use stackhook_openstack::config::{AuthMethod, NameOrId};
 use stackhook_openstack::identity::Identity;
 use stackhook_openstack::image::{Image, Images};
 use stackhook_openstack::loadbalancing::{LoadBalancing, Member, OctaviaResource};
-use stackhook_openstack::networking::{Networking, NeutronResource, Query};
+use stackhook_openstack::networking::{Networking, NeutronResource, Query, SecurityGroupRule};
 use stackhook_openstack::session::{TokenDomain, TokenProject};
 use stackhook_openstack::{CloudClients, CloudConfig, OsError};
 
@@ -150,6 +153,11 @@ struct State {
     cinder_busy_reads: usize,
     /// The microversion Nova negotiates (2.96 when unset).
     nova_microversion: Option<Microversion>,
+    /// Neutron answers bulk creates as with `allow_bulk = False`.
+    no_bulk: bool,
+    /// The Octavia provider refuses fully populated creates (501), as OVN
+    /// does for round robin or allowed CIDRs.
+    no_populated: bool,
 }
 
 /// The whole cloud; it is its own client for every service.
@@ -182,6 +190,81 @@ fn http(op: Op, kind: &str, status: u16, message: &str, retry_after: Option<Dura
         status,
         message: message.into(),
         retry_after,
+    }
+}
+
+/// The fields Octavia takes on a listener, its `default_pool` and that
+/// pool's `healthmonitor` inside a fully populated load balancer create
+/// (`ListenerSingleCreate`, `PoolSingleCreate`, `HealthMonitorSingleCreate`):
+/// no parent IDs, which the nesting gives.
+const LISTENER_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "admin_state_up",
+    "protocol",
+    "protocol_port",
+    "connection_limit",
+    "default_pool",
+    "default_pool_id",
+    "l7policies",
+    "insert_headers",
+    "timeout_client_data",
+    "timeout_member_connect",
+    "timeout_member_data",
+    "timeout_tcp_inspect",
+    "tags",
+    "allowed_cidrs",
+];
+const POOL_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "admin_state_up",
+    "protocol",
+    "lb_algorithm",
+    "session_persistence",
+    "healthmonitor",
+    "members",
+    "tags",
+];
+const MONITOR_FIELDS: &[&str] = &[
+    "name",
+    "type",
+    "delay",
+    "timeout",
+    "max_retries",
+    "max_retries_down",
+    "http_method",
+    "url_path",
+    "expected_codes",
+    "admin_state_up",
+    "tags",
+];
+
+/// Octavia's (WSME's) refusals of a nested object: an unknown attribute or
+/// a mandatory one missing.
+fn check_nested(
+    obj: &Value,
+    what: &str,
+    allowed: &[&str],
+    mandatory: &[&str],
+) -> Result<(), OsError> {
+    let bad = |m: String| http(Op::Create, "loadbalancers", 400, &m, None);
+    let Value::Object(fields) = obj else {
+        return Err(bad(format!("{what}: not an object")));
+    };
+    if let Some(k) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(bad(format!("Unknown attribute for argument {what}: {k}")));
+    }
+    if let Some(k) = mandatory.iter().find(|k| !fields.contains_key(**k)) {
+        return Err(bad(format!("Mandatory field missing: {what}.{k}")));
+    }
+    Ok(())
+}
+
+/// `base` with the fields of `extra`.
+fn merge(base: &mut Value, extra: Value) {
+    if let (Some(base), Value::Object(extra)) = (base.as_object_mut(), extra) {
+        base.extend(extra);
     }
 }
 
@@ -541,6 +624,41 @@ impl State {
         Ok(self.view(kind, &obj))
     }
 
+    /// `POST /v2.0/security-group-rules` with a list: Neutron's checks
+    /// (rules of one group only, none twice, none existing), all or nothing.
+    fn neutron_create_rules(&mut self, rules: Vec<Value>) -> Result<Vec<Value>, OsError> {
+        const KIND: &str = "security-group-rules";
+        let bad = |m: &str| http(Op::Create, KIND, 400, m, None);
+        if self.no_bulk {
+            return Err(bad("Bulk operation not supported"));
+        }
+        if rules.is_empty() {
+            return Err(bad("Resources required"));
+        }
+        let groups: BTreeSet<&str> = rules
+            .iter()
+            .map(|r| str_of(r, "security_group_id"))
+            .collect();
+        if groups.len() > 1 {
+            return Err(bad(
+                "Only allowed to update rules for one security profile at a time",
+            ));
+        }
+        let mut created: Vec<Value> = Vec::new();
+        for rule in rules {
+            match self.neutron_create(KIND, rule) {
+                Ok(r) => created.push(r),
+                Err(e) => {
+                    for r in &created {
+                        self.coll(KIND).remove(str_of(r, "id"));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(created)
+    }
+
     fn neutron_delete(&mut self, kind: &'static str, id: &str) -> Result<(), OsError> {
         let obj = self
             .find(kind, id)
@@ -646,6 +764,44 @@ impl State {
         obj.entry("name").or_insert(json!(""));
         obj.entry("tags").or_insert(json!([]));
         if kind == "loadbalancers" {
+            let listeners = match obj.remove("listeners") {
+                None => Vec::new(),
+                Some(Value::Array(l)) => l,
+                Some(_) => return Err(http(Op::Create, kind, 400, "listeners: not a list", None)),
+            };
+            for l in &listeners {
+                check_nested(
+                    l,
+                    "listeners",
+                    LISTENER_FIELDS,
+                    &["protocol", "protocol_port"],
+                )?;
+                if let Some(pool) = l.get("default_pool") {
+                    check_nested(
+                        pool,
+                        "default_pool",
+                        POOL_FIELDS,
+                        &["protocol", "lb_algorithm"],
+                    )?;
+                    if let Some(m) = pool.get("healthmonitor") {
+                        check_nested(
+                            m,
+                            "healthmonitor",
+                            MONITOR_FIELDS,
+                            &["type", "delay", "timeout", "max_retries"],
+                        )?;
+                    }
+                }
+            }
+            if self.no_populated && !listeners.is_empty() {
+                return Err(http(
+                    Op::Create,
+                    kind,
+                    501,
+                    "Provider 'amphora' does not support a requested option",
+                    None,
+                ));
+            }
             let subnet_id = str_of(&Value::Object(obj.clone()), "vip_subnet_id").to_owned();
             let subnet = self
                 .find("subnets", &subnet_id)
@@ -679,6 +835,9 @@ impl State {
                 );
             }
             let obj = self.insert(kind, Value::Object(obj));
+            for l in listeners {
+                self.populate_listener(&id, l);
+            }
             return Ok(obj);
         }
         let obj_v = Value::Object(obj.clone());
@@ -707,6 +866,41 @@ impl State {
         let obj = self.insert(kind, Value::Object(obj));
         self.touch_load_balancer(&lb);
         Ok(obj)
+    }
+
+    /// A listener of a fully populated create, with its default pool and
+    /// that pool's monitor, as their own creates would store them.
+    fn populate_listener(&mut self, lb: &str, mut listener: Value) {
+        let pool = listener
+            .as_object_mut()
+            .and_then(|l| l.remove("default_pool"));
+        let listener_id = self.id("listeners");
+        let mut l = json!({"id": listener_id, "name": "", "tags": [], "allowed_cidrs": null});
+        merge(&mut l, listener);
+        l["loadbalancer_id"] = json!(lb);
+        l["provisioning_status"] = json!("ACTIVE");
+        self.insert("listeners", l);
+        let Some(mut pool) = pool else {
+            return;
+        };
+        let monitor = pool.as_object_mut().and_then(|p| p.remove("healthmonitor"));
+        let pool_id = self.id("pools");
+        let mut p = json!({"id": pool_id, "name": "", "tags": [], "healthmonitor_id": null});
+        merge(&mut p, pool);
+        p["listener_id"] = json!(listener_id);
+        p["loadbalancer_id"] = json!(lb);
+        p["provisioning_status"] = json!("ACTIVE");
+        if let Some(monitor) = monitor {
+            let monitor_id = self.id("healthmonitors");
+            let mut m = json!({"id": monitor_id, "name": "", "tags": []});
+            merge(&mut m, monitor);
+            m["pool_id"] = json!(pool_id);
+            m["loadbalancer_id"] = json!(lb);
+            m["provisioning_status"] = json!("ACTIVE");
+            self.insert("healthmonitors", m);
+            p["healthmonitor_id"] = json!(monitor_id);
+        }
+        self.insert("pools", p);
     }
 
     fn remove_load_balancer(&mut self, id: &str) {
@@ -890,9 +1084,35 @@ impl FakeCloud {
         self.lock().nova_microversion = Some(at);
     }
 
+    /// Neutron refuses bulk creates, as with `allow_bulk = False`.
+    pub fn refuse_bulk(&self) {
+        self.lock().no_bulk = true;
+    }
+
+    /// Deletes an object behind the reconcile's back.
+    pub fn remove(&self, kind: &str, id: &str) {
+        if let Some(c) = self.lock().objects.get_mut(kind) {
+            c.remove(id);
+        }
+    }
+
+    /// Octavia refuses fully populated load balancer creates (501).
+    pub fn refuse_populated(&self) {
+        self.lock().no_populated = true;
+    }
+
     /// The writes that took effect so far.
     pub fn writes(&self) -> usize {
         self.lock().writes.len()
+    }
+
+    /// The writes of one kind that took effect so far (a bulk create is one).
+    pub fn writes_of(&self, op: Op, kind: &str) -> usize {
+        self.lock()
+            .writes
+            .iter()
+            .filter(|(o, k)| *o == op && *k == kind)
+            .count()
     }
 
     /// The objects of a collection, as stored.
@@ -1040,6 +1260,18 @@ impl Networking for FakeCloud {
 
     async fn delete<T: NeutronResource>(&self, id: &str) -> Result<(), OsError> {
         self.call(Op::Delete, T::PLURAL, |st| st.neutron_delete(T::PLURAL, id))
+    }
+
+    async fn create_security_group_rules(
+        &self,
+        rules: Vec<Value>,
+    ) -> Result<Vec<SecurityGroupRule>, OsError> {
+        self.call(Op::Create, "security-group-rules", |st| {
+            st.neutron_create_rules(rules)?
+                .into_iter()
+                .map(|r| decode("security-group-rules", r))
+                .collect()
+        })
     }
 
     async fn add_tag<T: NeutronResource>(&self, id: &str, tag: &str) -> Result<(), OsError> {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::OsError;
 
@@ -565,19 +565,319 @@ async fn a_lost_answer_to_the_bastion_server_create_boots_no_second_server() {
 
 #[tokio::test]
 async fn a_busy_load_balancer_requeues_the_pass_and_is_never_written_to() {
+    // Fully populated: one create, then the waits for that one change; step
+    // by step (a provider refusing the populated create): a listener, pool
+    // and monitor per port, each change waited for.
+    for (populated, min_waits) in [(true, 3), (false, 7)] {
+        let mut run = Run::new(full_spec());
+        run.cloud.set_octavia_busy_reads(2);
+        if !populated {
+            run.cloud.refuse_populated();
+        }
+        let steps = run.converge().await;
+        // A write to a PENDING_* load balancer would have been a 409, a transient step.
+        assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+        let (last, waiting) = steps.split_last().unwrap();
+        assert_eq!(*last, Step::Converged);
+        assert!(waiting.len() >= min_waits, "{steps:?}");
+        assert!(waiting
+            .iter()
+            .all(|s| *s == Step::Requeue(Duration::from_secs(2))));
+        assert_one_of_each(&run, &format!("busy Octavia, populated: {populated}"));
+    }
+}
+
+/// The listeners, pools and monitors as stored, without what differs
+/// between two clouds (IDs and the references between them).
+fn octavia_children(cloud: &FakeCloud) -> Vec<Value> {
+    let mut all = Vec::new();
+    for kind in ["listeners", "pools", "healthmonitors"] {
+        let mut objs: Vec<Value> = cloud
+            .objects(kind)
+            .into_iter()
+            .map(|mut o| {
+                if let Some(o) = o.as_object_mut() {
+                    for key in [
+                        "id",
+                        "loadbalancer_id",
+                        "listener_id",
+                        "pool_id",
+                        "healthmonitor_id",
+                    ] {
+                        o.remove(key);
+                    }
+                }
+                o
+            })
+            .collect();
+        objs.sort_by_key(|o| o.to_string());
+        all.push(json!({ kind: objs }));
+    }
+    all
+}
+
+#[tokio::test]
+async fn a_new_load_balancer_is_created_fully_populated_as_the_steps_would_make_it() {
     let mut run = Run::new(full_spec());
-    run.cloud.set_octavia_busy_reads(2);
     let steps = run.converge().await;
-    // A write to a PENDING_* load balancer would have been a 409, a transient step.
     assert_eq!(transient_steps(&steps), 0, "{steps:?}");
-    let (last, waiting) = steps.split_last().unwrap();
-    assert_eq!(*last, Step::Converged);
-    // Create, then a listener, pool and monitor per port: each change waits.
-    assert!(waiting.len() >= 7, "{steps:?}");
-    assert!(waiting
-        .iter()
-        .all(|s| *s == Step::Requeue(Duration::from_secs(2))));
-    assert_one_of_each(&run, "busy Octavia");
+    assert_one_of_each(&run, "populated");
+    for kind in ["listeners", "pools", "healthmonitors"] {
+        assert_eq!(run.cloud.writes_of(Op::Create, kind), 0, "{kind}");
+    }
+    assert_eq!(run.cloud.writes_of(Op::Create, "loadbalancers"), 1);
+    assert_eq!(run.cloud.writes_of(Op::Update, "listeners"), 0);
+
+    // The same objects, field for field, as the step-by-step path makes.
+    let mut steps_run = Run::new(full_spec());
+    steps_run.cloud.refuse_populated();
+    steps_run.converge().await;
+    assert_one_of_each(&steps_run, "step by step");
+    assert_eq!(steps_run.cloud.writes_of(Op::Create, "listeners"), 2);
+    assert_eq!(
+        octavia_children(&run.cloud),
+        octavia_children(&steps_run.cloud)
+    );
+    let listener = &run.cloud.objects("listeners")[0];
+    assert_eq!(
+        listener["tags"],
+        json!([
+            "team-a",
+            ClusterNames::new(NAMESPACE, CLUSTER).network_name()
+        ])
+    );
+    assert!(listener["allowed_cidrs"]
+        .as_array()
+        .is_some_and(|a| a.contains(&json!("192.0.2.0/24"))));
+
+    assert_settled(&mut run, "populated").await;
+    assert_deleted_cleanly(&mut run, "populated").await;
+}
+
+#[tokio::test]
+async fn a_populated_create_followed_by_a_normal_pass_makes_zero_writes() {
+    // No bastion, API floating IP or ingress VIP: the load balancer is the
+    // last thing the first pass creates.
+    let mut spec = full_spec();
+    spec.bastion = None;
+    spec.disable_api_server_floating_ip = Some(true);
+    spec.extensions = None;
+    let mut run = Run::new(spec);
+    assert_eq!(run.pass().await, Step::Requeue(Duration::from_secs(2)));
+    assert_eq!(run.cloud.writes_of(Op::Create, "loadbalancers"), 1);
+    let created = run.cloud.writes();
+    assert_eq!(run.pass().await, Step::Converged);
+    assert_eq!(
+        run.cloud.writes(),
+        created,
+        "the pass after the create wrote"
+    );
+    assert!(run.status().ready);
+    assert_eq!(count(&run.cloud, "listeners", |_| true), 2);
+    assert_eq!(count(&run.cloud, "healthmonitors", |_| true), 2);
+}
+
+#[tokio::test]
+async fn a_crash_after_the_populated_load_balancer_create_adds_nothing_to_it() {
+    for effect in [Effect::LoseAnswer, Effect::Status(503)] {
+        let context = format!("{effect:?} on the populated create");
+        let mut run = Run::new(full_spec());
+        run.cloud.set_octavia_busy_reads(1);
+        run.cloud.inject(Fault::nth(
+            Calls::Of(Op::Create, "loadbalancers"),
+            1,
+            effect,
+        ));
+        let steps = run.converge().await;
+        assert_eq!(transient_steps(&steps), 1, "{context}: {steps:?}");
+        assert_one_of_each(&run, &context);
+        for kind in ["listeners", "pools", "healthmonitors"] {
+            assert_eq!(
+                run.cloud.writes_of(Op::Create, kind),
+                0,
+                "{context}: {kind}"
+            );
+        }
+        assert_settled(&mut run, &context).await;
+        assert_deleted_cleanly(&mut run, &context).await;
+    }
+}
+
+#[tokio::test]
+async fn a_listener_missing_from_an_existing_load_balancer_is_added_step_by_step() {
+    let mut run = Run::new(full_spec());
+    run.converge().await;
+    // Someone deleted the additional port's listener (and with it its pool).
+    let names = ClusterNames::new(NAMESPACE, CLUSTER);
+    let gone = names.load_balancer_port_name(22623);
+    let cloud = &run.cloud;
+    let listener = cloud
+        .objects("listeners")
+        .into_iter()
+        .find(|l| l["name"] == gone.as_str())
+        .unwrap();
+    let before = octavia_children(cloud);
+    cloud.remove("listeners", listener["id"].as_str().unwrap());
+    for kind in ["pools", "healthmonitors"] {
+        for o in cloud.objects(kind) {
+            if o["name"] == gone.as_str() {
+                cloud.remove(kind, o["id"].as_str().unwrap());
+            }
+        }
+    }
+    let steps = run.converge().await;
+    assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+    assert_eq!(run.cloud.writes_of(Op::Create, "loadbalancers"), 1);
+    for kind in ["listeners", "pools", "healthmonitors"] {
+        assert_eq!(run.cloud.writes_of(Op::Create, kind), 1, "{kind}");
+    }
+    assert_eq!(octavia_children(&run.cloud), before);
+    assert_settled(&mut run, "repaired").await;
+}
+
+/// The rules of every group, as (group name, rule fields) without IDs.
+fn rules_by_group(cloud: &FakeCloud) -> Vec<String> {
+    let groups = cloud.objects("security-groups");
+    let mut all: Vec<String> = cloud
+        .objects("security-group-rules")
+        .into_iter()
+        .map(|mut r| {
+            let group = groups
+                .iter()
+                .find(|g| g["id"] == r["security_group_id"])
+                .map(|g| g["name"].clone())
+                .unwrap_or_default();
+            let ids: Vec<(Value, Value)> = groups
+                .iter()
+                .map(|g| (g["id"].clone(), g["name"].clone()))
+                .collect();
+            if let Some(o) = r.as_object_mut() {
+                o.remove("id");
+                o.remove("security_group_id");
+                if let Some((_, name)) = ids
+                    .iter()
+                    .find(|(id, _)| o.get("remote_group_id") == Some(id))
+                {
+                    o.insert("remote_group_id".into(), name.clone());
+                }
+            }
+            format!("{group} {r}")
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[tokio::test]
+async fn the_rules_of_each_group_are_created_in_one_request() {
+    let mut run = Run::new(full_spec());
+    let steps = run.converge().await;
+    assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+    // Control plane, worker, bastion: one request each.
+    assert_eq!(run.cloud.writes_of(Op::Create, "security-group-rules"), 3);
+    let rules = rules_by_group(&run.cloud).len();
+    assert!(rules > 12, "only {rules} rules");
+    assert_settled(&mut run, "bulk rules").await;
+}
+
+#[tokio::test]
+async fn neutron_refusing_bulk_requests_gets_the_same_rules_one_by_one() {
+    let mut bulk = Run::new(full_spec());
+    bulk.converge().await;
+    let mut run = Run::new(full_spec());
+    run.cloud.refuse_bulk();
+    let steps = run.converge().await;
+    assert_eq!(transient_steps(&steps), 0, "{steps:?}");
+    let rules = rules_by_group(&run.cloud);
+    assert_eq!(rules, rules_by_group(&bulk.cloud));
+    // Neutron's two egress rules per group came with the groups.
+    assert_eq!(
+        run.cloud.writes_of(Op::Create, "security-group-rules"),
+        rules.len() - 6
+    );
+    assert_one_of_each(&run, "no bulk");
+    assert_settled(&mut run, "no bulk").await;
+    assert_deleted_cleanly(&mut run, "no bulk").await;
+}
+
+#[tokio::test]
+async fn a_crash_after_a_bulk_rule_create_creates_no_rule_twice() {
+    let mut clean = Run::new(full_spec());
+    clean.converge().await;
+    let wanted = rules_by_group(&clean.cloud);
+    for n in 1..=3 {
+        for effect in [Effect::LoseAnswer, Effect::Status(409), Effect::Status(503)] {
+            let context = format!("{effect:?} on bulk rule create {n}");
+            let mut run = Run::new(full_spec());
+            run.cloud.inject(Fault::nth(
+                Calls::Of(Op::Create, "security-group-rules"),
+                n,
+                effect,
+            ));
+            let steps = run.converge().await;
+            assert_eq!(run.cloud.fired(), 1, "{context}");
+            // A duplicate would have been Neutron's 409, a second transient step.
+            assert_eq!(transient_steps(&steps), 1, "{context}: {steps:?}");
+            assert_eq!(rules_by_group(&run.cloud), wanted, "{context}");
+            assert_one_of_each(&run, &context);
+            assert_settled(&mut run, &context).await;
+            assert_deleted_cleanly(&mut run, &context).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_fake_refuses_what_neutron_and_octavia_refuse_in_bulk_and_nested_creates() {
+    use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+    let mut run = Run::new(full_spec());
+    run.converge().await;
+    let cloud = &run.cloud;
+    let status = run.status();
+    let cp = status.control_plane_security_group.unwrap().id;
+    let wk = status.worker_security_group.unwrap().id;
+    let rule = |group: &str, port: i64| {
+        json!({"security_group_id": group, "direction": "ingress", "ethertype": "IPv4",
+            "protocol": "tcp", "port_range_min": port, "port_range_max": port})
+    };
+    let before = cloud.objects("security-group-rules").len();
+    let status_of = |e: OsError| e.status();
+    // Two groups in one request.
+    let e = cloud
+        .create_security_group_rules(vec![rule(&cp, 1), rule(&wk, 1)])
+        .await
+        .unwrap_err();
+    assert_eq!(status_of(e), Some(400));
+    // One existing rule: none of the others is created.
+    let e = cloud
+        .create_security_group_rules(vec![rule(&cp, 2), rule(&cp, 6443)])
+        .await
+        .unwrap_err();
+    assert_eq!(status_of(e), Some(409));
+    let e = cloud.create_security_group_rules(vec![]).await.unwrap_err();
+    assert_eq!(status_of(e), Some(400));
+    assert_eq!(cloud.objects("security-group-rules").len(), before);
+
+    // Parent IDs are not taken inside a populated create.
+    let subnet = status.network.unwrap().subnets[0].id.clone();
+    for listener in [
+        json!({"name": "x", "protocol": "TCP", "protocol_port": 1, "loadbalancer_id": "lb"}),
+        json!({"name": "x", "protocol": "TCP", "protocol_port": 1,
+            "default_pool": {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN", "listener_id": "l"}}),
+        json!({"name": "x", "protocol": "TCP", "protocol_port": 1,
+            "default_pool": {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                "healthmonitor": {"type": "TCP", "delay": 1, "timeout": 1, "max_retries": 1,
+                    "pool_id": "p"}}}),
+        json!({"name": "x", "protocol": "TCP"}),
+    ] {
+        let e = LoadBalancing::create::<lb::LoadBalancer>(
+            &**cloud,
+            json!({"name": "other", "vip_subnet_id": subnet, "listeners": [listener]}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(status_of(e), Some(400));
+    }
+    assert_eq!(cloud.objects("loadbalancers").len(), 1);
 }
 
 #[tokio::test]

@@ -116,6 +116,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .map(|n| n.subnets.iter().map(|s| s.cidr.clone()).collect())
             .unwrap_or_default();
         let sets = rules::desired(self.spec, &ids, &cidrs);
+        let mut bulk = true;
         for (role, group) in &groups {
             let wanted = match role {
                 SecurityGroupRole::ControlPlane => &sets.control_plane,
@@ -136,13 +137,41 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 }
                 tracing::info!(group = %group.id, rule = %r.id, "deleted security group rule");
             }
-            for r in create {
-                self.clients
-                    .network()
-                    .create::<net::SecurityGroupRule>(r.body(&group.id))
-                    .await
-                    .map_err(|e| os("SecurityGroupCreateFailed", e))?;
+            self.create_rules(&group.id, &create, &mut bulk).await?;
+        }
+        Ok(())
+    }
+
+    /// The missing rules of one group: in one bulk request (Neutron takes
+    /// one group per request and creates all or none, so a failure leaves
+    /// nothing the next pass's diff would not see), or one by one where
+    /// Neutron refuses bulk requests; `bulk` remembers that for the pass.
+    async fn create_rules(
+        &self,
+        group_id: &str,
+        rules: &[&rules::Rule],
+        bulk: &mut bool,
+    ) -> Result<(), InfraError> {
+        let neutron = self.clients.network();
+        if rules.len() > 1 && *bulk {
+            let bodies = rules.iter().map(|r| r.body(group_id)).collect();
+            match neutron.create_security_group_rules(bodies).await {
+                Ok(created) => {
+                    tracing::info!(group = %group_id, rules = created.len(), "created security group rules");
+                    return Ok(());
+                }
+                Err(e) if net::bulk_unsupported(&e) => {
+                    tracing::info!(error = %e, "Neutron refuses bulk requests; creating rules one by one");
+                    *bulk = false;
+                }
+                Err(e) => return Err(os("SecurityGroupCreateFailed", e)),
             }
+        }
+        for r in rules {
+            neutron
+                .create::<net::SecurityGroupRule>(r.body(group_id))
+                .await
+                .map_err(|e| os("SecurityGroupCreateFailed", e))?;
         }
         Ok(())
     }
