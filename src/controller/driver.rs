@@ -30,7 +30,7 @@ use crate::metrics::{ControllerMetrics, ReconcileOutcome};
 /// Why a reconcile failed; all variants are retried with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("apiserver: {0}")]
+    #[error("apiserver: {}", api_message(.0))]
     Kube(#[from] kube::Error),
     /// From the cloud half. User errors are answered with a condition and an Event
     /// before they get here, so in practice this is a transient or a status-write error.
@@ -43,6 +43,25 @@ pub enum ReconcileError {
     #[error("bootstrap vars: {0}")]
     BootstrapVars(#[from] super::bootstrap_vars::VarsError),
 }
+
+/// An API server refusal as one line (`409 Conflict: <message>`); kube's own
+/// `Display` appends the whole `Status` struct, which made every routine conflict a
+/// screenful in the log.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        other => other.to_string(),
+    }
+}
+
+/// The object changed between the read this reconcile started from and its write
+/// (a resourceVersion-guarded finalizer change): the watch brings the new version.
+fn is_conflict(err: &ReconcileError) -> bool {
+    matches!(err, ReconcileError::Kube(kube::Error::Api(s)) if s.code == 409)
+}
+
+/// How soon a reconcile that lost a write conflict runs again.
+const CONFLICT_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl From<SinkError> for ReconcileError {
     fn from(e: SinkError) -> ReconcileError {
@@ -103,6 +122,12 @@ pub async fn counted<K: ResourceExt>(
 /// logged but no Event.
 pub fn retry<K: ResourceExt>(backoff: &Backoff, obj: &K, err: &ReconcileError) -> Action {
     let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    if is_conflict(err) {
+        // Routine with several writers (CAPI sets owner references and labels): no
+        // backoff, no warning.
+        tracing::debug!(namespace = %ns, name = %name, error = %err, "the object changed while it was reconciled; reconciling the new version");
+        return Action::requeue(CONFLICT_RETRY);
+    }
     let backoff = backoff.next(&ns, &name);
     let delay = match err {
         ReconcileError::Infra(InfraError::Transient {
@@ -211,4 +236,47 @@ pub async fn drain<K, E>(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::api::OpenStackMachine;
+    use std::time::Duration;
+
+    fn api_error(code: u16, reason: &str) -> ReconcileError {
+        let status: kube::core::Status = serde_json::from_value(json!({
+            "status": "Failure", "code": code, "reason": reason,
+            "message": format!("Operation cannot be fulfilled on openstackmachines \"m1\": {reason}"),
+        }))
+        .expect("status");
+        ReconcileError::Kube(kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn a_conflict_is_retried_at_once_without_backoff_and_other_errors_back_off() {
+        let backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+        let obj = OpenStackMachine::new("m1", Default::default());
+        for _ in 0..3 {
+            assert_eq!(
+                retry(&backoff, &obj, &api_error(409, "Conflict")),
+                Action::requeue(CONFLICT_RETRY)
+            );
+        }
+        // Conflicts did not advance the backoff: the first other error waits the base.
+        assert_eq!(
+            retry(&backoff, &obj, &api_error(500, "InternalError")),
+            Action::requeue(Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn an_api_error_reads_as_one_line_without_the_status_struct() {
+        let text = api_error(409, "Conflict").to_string();
+        assert_eq!(
+            text,
+            "apiserver: 409 Conflict: Operation cannot be fulfilled on openstackmachines \"m1\": Conflict"
+        );
+        assert!(!text.contains("Status {"), "{text}");
+    }
 }
