@@ -141,7 +141,7 @@ impl PackEngine {
         req: &GeneratePatchesRequest,
         fp: Option<Fingerprint>,
     ) -> GeneratePatchesResponse {
-        self.generate_patches_from(handler, Request::Shared(req), fp)
+        self.generate_patches_from(handler, Request::Shared(req), fp, false)
     }
 
     /// [`Self::generate_patches_with`] for a request the caller gives away: its
@@ -153,7 +153,7 @@ impl PackEngine {
         req: &mut GeneratePatchesRequest,
         fp: Option<Fingerprint>,
     ) -> GeneratePatchesResponse {
-        self.generate_patches_from(handler, Request::Given(req), fp)
+        self.generate_patches_from(handler, Request::Given(req), fp, false)
     }
 
     /// [`Self::generate_patches_with`] for a request whose templates and variable values
@@ -164,14 +164,16 @@ impl PackEngine {
         req: &RawGeneratePatchesRequest<'_>,
         fp: Option<Fingerprint>,
     ) -> GeneratePatchesResponse {
-        self.generate_patches_from(handler, Request::Raw(req), fp)
+        self.generate_patches_from(handler, Request::Raw(req), fp, false)
     }
 
+    /// `looked_up`: the caller asked the cache for this fingerprint and missed.
     fn generate_patches_from(
         &self,
         handler: &str,
         mut req: Request<'_>,
         fp: Option<Fingerprint>,
+        looked_up: bool,
     ) -> GeneratePatchesResponse {
         if is_generic(Hook::GeneratePatches, handler) {
             return GeneratePatchesResponse::success();
@@ -183,7 +185,8 @@ impl PackEngine {
                     let uids = req.uids();
                     self.cache.as_deref().zip(fp).and_then(|(c, fp)| {
                         let key = PatchCache::key(&p.name, &fp, &uids)?;
-                        let hit = c.get(&key, &fp, &uids);
+                        // The caller that already missed is not counted twice.
+                        let hit = if looked_up { None } else { c.get(&key, &fp, &uids) };
                         Some((c, key, fp, hit))
                     })
                 };
@@ -300,10 +303,13 @@ impl PatchEngine for PackEngine {
             }
         };
         let cluster = decoded.cluster();
+        let looked_up = fp.is_some();
         let response = match &mut decoded {
-            GeneratePatchesBody::Raw(r) => self.generate_patches_from(handler, Request::Raw(r), fp),
+            GeneratePatchesBody::Raw(r) => {
+                self.generate_patches_from(handler, Request::Raw(r), fp, looked_up)
+            }
             GeneratePatchesBody::Decoded(r) => {
-                self.generate_patches_from(handler, Request::Given(r), fp)
+                self.generate_patches_from(handler, Request::Given(r), fp, looked_up)
             }
         };
         Ok(PatchAnswer {
