@@ -1131,6 +1131,9 @@ async fn shipped_classes(release: Release) {
                 ("IMAGE_ID", image.as_str()),
                 ("CONTROL_PLANE_SERVER_GROUP_ID", groups[0].as_str()),
                 ("WORKER_SERVER_GROUP_ID", groups[1].as_str()),
+                // The HA example's GPU workers, with what the loopback cloud has.
+                ("OPENSTACK_GPU_FLAVOR", "m1.large"),
+                ("OPENSTACK_GPU_IMAGE_NAME", "ubuntu-2404-kube-v1.33.1"),
             ]);
             let mut yaml = envsubst(&text, &env);
             // Examples that fix their name and namespace get the test's.
