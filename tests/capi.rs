@@ -212,6 +212,11 @@ impl World {
     }
 
     async fn wait_class_ready(&self, ns: &str, name: &str) {
+        self.wait_class(ns, name, true).await;
+    }
+
+    /// VariablesReady, and with `refs` (from CAPI 1.11) RefVersionsUpToDate.
+    async fn wait_class(&self, ns: &str, name: &str, refs: bool) {
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.client().await,
             ns,
@@ -226,8 +231,9 @@ impl World {
             last = cc.data.clone();
             let variables = condition_true(&cc.data, "VariablesReady")
                 || condition_true(&cc.data, "VariablesReconciled");
-            let refs = !release.is_v1beta2() || condition_true(&cc.data, "RefVersionsUpToDate");
-            variables && refs
+            let up_to_date =
+                !refs || !release.is_v1beta2() || condition_true(&cc.data, "RefVersionsUpToDate");
+            variables && up_to_date
         })
         .await;
         assert!(
@@ -979,6 +985,11 @@ struct Shipped {
     namespace: Option<&'static str>,
     /// Written in cluster.x-k8s.io/v1beta2 only.
     v1beta2_only: bool,
+    /// What CAPI 1.11+ gets instead of `sources`, if anything else.
+    sources_v1beta2: Option<&'static [&'static str]>,
+    /// Its kubeadm references stay v1beta1 on purpose (RefVersionsUpToDate False
+    /// from CAPI 1.11; see clusterclasses/kustomization.yaml).
+    kubeadm_refs_v1beta1: bool,
 }
 
 const SHIPPED: &[Shipped] = &[
@@ -992,6 +1003,8 @@ const SHIPPED: &[Shipped] = &[
         ],
         namespace: None,
         v1beta2_only: false,
+        sources_v1beta2: None,
+        kubeadm_refs_v1beta1: false,
     },
     Shipped {
         sources: &[
@@ -1002,6 +1015,11 @@ const SHIPPED: &[Shipped] = &[
         examples: &["openstack-kubeadm-bootstrap-vars-cluster.yaml"],
         namespace: None,
         v1beta2_only: false,
+        sources_v1beta2: Some(&[
+            "kustomize:clusterclasses",
+            "templates/openstack-kubeadm-bootstrap-vars.yaml",
+        ]),
+        kubeadm_refs_v1beta1: false,
     },
     Shipped {
         sources: &[
@@ -1012,6 +1030,8 @@ const SHIPPED: &[Shipped] = &[
         examples: &["magnum-cluster.yaml"],
         namespace: Some("magnum-system"),
         v1beta2_only: false,
+        sources_v1beta2: None,
+        kubeadm_refs_v1beta1: true,
     },
     Shipped {
         sources: &["clusterclasses/dev-test.yaml", "templates/dev-test.yaml"],
@@ -1019,6 +1039,8 @@ const SHIPPED: &[Shipped] = &[
         examples: &["dev-test-cluster.yaml"],
         namespace: None,
         v1beta2_only: true,
+        sources_v1beta2: None,
+        kubeadm_refs_v1beta1: false,
     },
 ];
 
@@ -1107,14 +1129,18 @@ async fn shipped_classes(release: Release) {
             }
             None => w.namespace("capi-classes", &name_refs).await,
         };
-        for src in s.sources {
+        let sources = match s.sources_v1beta2 {
+            Some(v1beta2) if release.is_v1beta2() => v1beta2,
+            _ => s.sources,
+        };
+        for src in sources {
             let text = match src.strip_prefix("kustomize:") {
                 Some(dir) => capi::kustomize(&dir.replace("OVERLAY", release.overlay)),
                 None => std::fs::read_to_string(capi::repo().join(src)).expect("source"),
             };
             w.bed.apply(&ns, &text);
         }
-        w.wait_class_ready(&ns, s.class).await;
+        w.wait_class(&ns, s.class, !s.kubeadm_refs_v1beta1).await;
         for (example, name) in s.examples.iter().zip(&names) {
             let text =
                 std::fs::read_to_string(capi::repo().join("clusterclasses/examples").join(example))
