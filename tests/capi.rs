@@ -44,6 +44,17 @@ use stackhook_openstack::networking::{self as net, Networking};
 
 const EXTENSION: &str = "stackhook";
 
+/// The server groups the tests make; those a failed run left are removed first.
+const SERVER_GROUP_PREFIX: &str = "capi-sg-";
+
+async fn remove_stale_server_groups(os: &stackhook_openstack::Clients) {
+    for g in os.compute.server_groups().await.expect("server groups") {
+        if g.name.starts_with(SERVER_GROUP_PREFIX) {
+            let _ = os.compute.delete_server_group(&g.id).await;
+        }
+    }
+}
+
 /// One bed at a time: each is two API servers and three managers, and two cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -1070,12 +1081,13 @@ async fn shipped_classes(release: Release) {
         .id
         .clone();
     let suffix = format!("{:x}", std::process::id() & 0xfffff);
+    remove_stale_server_groups(c).await;
     let mut groups = Vec::new();
     for role in ["cp", "md"] {
         let g = c
             .compute
             .create_server_group(
-                &format!("capi-examples-{role}-{suffix}"),
+                &format!("{SERVER_GROUP_PREFIX}examples-{role}-{suffix}"),
                 stackhook_openstack::compute::ServerGroupPolicy::SoftAntiAffinity,
                 &Default::default(),
             )
@@ -1338,12 +1350,13 @@ async fn magnum_shape(release: Release) {
         .expect("image")
         .id
         .clone();
+    remove_stale_server_groups(c).await;
     let mut groups = Vec::new();
     for role in ["", "-default-worker"] {
         let g = c
             .compute
             .create_server_group(
-                &format!("{name}{role}"),
+                &format!("{SERVER_GROUP_PREFIX}{name}{role}"),
                 stackhook_openstack::compute::ServerGroupPolicy::SoftAntiAffinity,
                 &Default::default(),
             )
