@@ -34,6 +34,18 @@ fn a_default_is_checked_with_the_rules_of_its_node() {
     );
 }
 
+/// Found by the real CAPI: the magnum pack's `controlPlaneAvailabilityZones` had one.
+#[test]
+fn a_rule_at_the_root_of_an_array_variable_is_refused() {
+    let problems = refused("root-array-rule.yaml");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("root-array-rule.variables[zones].schema.openAPIV3Schema.x-kubernetes-validations: Internal error")
+            && problems[0].contains("unable to convert structural schema to CEL declarations"),
+        "{problems:?}"
+    );
+}
+
 #[test]
 fn examples_and_enum_values_are_checked_with_the_rules() {
     assert_eq!(

@@ -892,7 +892,6 @@ fn values_the_driver_cannot_mean_are_refused_with_their_field_paths() {
         .set("nodeCidr", json!("10.0.0.0"))
         .set("fixedNetworkId", json!("private"))
         .set("externalNetworkId", json!("public"))
-        .set("controlPlaneAvailabilityZones", json!(["az1", ""]))
         .set("apiServerSANs", json!("api.example.com"))
         .set("containerdConfig", json!("version = 2"))
         .set("clusterIdentityRefName", json!("Cloud Config"))
@@ -912,7 +911,6 @@ fn values_the_driver_cannot_mean_are_refused_with_their_field_paths() {
         r#"spec.topology.variables[nodeCidr].value: "10.0.0.0" is not a "cidr""#,
         r#"spec.topology.variables[fixedNetworkId].value: "private" does not match"#,
         r#"spec.topology.variables[externalNetworkId].value: "public" is not a "uuid""#,
-        r#"spec.topology.variables[controlPlaneAvailabilityZones].value: Invalid value: must be [""] or a list of zone names, none of them empty"#,
         r#"spec.topology.variables[apiServerSANs].value: Invalid value: "api.example.com": must be empty or lines of the form "- <name>""#,
         r#"spec.topology.variables[containerdConfig].value: "version = 2" does not match"#,
         r#"spec.topology.variables[clusterIdentityRefName].value: "Cloud Config" does not match"#,
@@ -923,7 +921,7 @@ fn values_the_driver_cannot_mean_are_refused_with_their_field_paths() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert_eq!(problems.len(), 17, "{text}");
+    assert_eq!(problems.len(), 16, "{text}");
 
     // Combinations no single variable's schema can refuse: the pack's ValidateTopology.
     let contradictory = case("contradictions")
@@ -963,7 +961,6 @@ fn the_validate_topology_handler_names_the_variable_and_the_field() {
     let mut vars = vars.as_array().unwrap().clone();
     for v in &mut vars {
         match v["name"].as_str().unwrap() {
-            "controlPlaneAvailabilityZones" => v["value"] = json!(["", "az2"]),
             "enableDockerVolume" => v["value"] = json!(true),
             _ => {}
         }
@@ -988,7 +985,6 @@ fn the_validate_topology_handler_names_the_variable_and_the_field() {
     // The contradiction is the Cluster's, reported once, not again per template.
     assert_eq!(message.matches("dockerVolumeSize").count(), 1, "{message}");
     for want in [
-        r#"variables[controlPlaneAvailabilityZones]: Invalid value: must be [""] or a list of zone names, none of them empty"#,
         "MachineDeployment kube-7x2kq-default-worker: variables[bootVolume].type: 3 is not of type \"string\"",
         "variables[dockerVolumeSize]: Invalid value: the containerd volume needs a size of at least 1 GiB",
     ] {

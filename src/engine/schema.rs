@@ -543,6 +543,15 @@ pub fn capi_checks(schema: &Value, capi: &str) -> Vec<(String, String)> {
     let mut walk = CapiWalk::default();
     walk.node(schema, "", capi, Some(1));
     let mut out = walk.out;
+    // CAPI types a schema's root for CEL as the root of a resource
+    // (`SchemaDeclType(s, isResourceRoot=true)`), whose `WithTypeAndObjectMeta` copy
+    // keeps the properties but not `items`: rules on a root array cannot be compiled.
+    if schema["type"] == "array" && schema.get("x-kubernetes-validations").is_some() {
+        out.push((
+            ".x-kubernetes-validations".to_string(),
+            format!("{capi}.x-kubernetes-validations: Internal error: internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations (rules on an array at the root of a variable: put the rule on its items, or make the variable an object)"),
+        ));
+    }
     if walk.total > rules::STATIC_ESTIMATED_CRD_COST_LIMIT {
         walk.costs.sort_by_key(|c| std::cmp::Reverse(c.0));
         for (_, place, path) in walk.costs.iter().take(MOST_EXPENSIVE) {
