@@ -186,7 +186,11 @@ impl PackEngine {
                     self.cache.as_deref().zip(fp).and_then(|(c, fp)| {
                         let key = PatchCache::key(&p.name, &fp, &uids)?;
                         // The caller that already missed is not counted twice.
-                        let hit = if looked_up { None } else { c.get(&key, &fp, &uids) };
+                        let hit = if looked_up {
+                            None
+                        } else {
+                            c.get(&key, &fp, &uids)
+                        };
                         Some((c, key, fp, hit))
                     })
                 };
