@@ -670,9 +670,9 @@ async fn whole_life(release: Release) {
             &[("OPENSTACK_CONTROL_PLANE_MACHINE_FLAVOR", "m1.mediumm")],
         ),
     );
-    // CAPI 1.11+ writes only "got failure response" into the condition (1.10 the
-    // whole answer) and logs the message; stackhook's Warning Event on the Cluster
-    // carries it where `kubectl describe cluster` shows it.
+    // CAPI 1.11+ writes only "got failure response" into the condition and logs the
+    // message; stackhook's Warning Event on the Cluster carries it where `kubectl
+    // describe cluster` shows it.
     let refused = w
         .wait_cluster(
             &ns,
@@ -682,11 +682,9 @@ async fn whole_life(release: Release) {
             |c| {
                 condition(c, "TopologyReconciled").is_some_and(|t| {
                     t["status"] == "False"
-                        && t["message"].as_str().is_some_and(|m| {
-                            m.contains("validation of patch \"openstack\" failed")
-                                && (release.is_v1beta2()
-                                    || m.contains("flavor \"m1.mediumm\" not found"))
-                        })
+                        && t["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("validation of patch \"openstack\" failed"))
                 })
             },
         )
