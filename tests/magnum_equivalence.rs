@@ -960,9 +960,8 @@ fn the_validate_topology_handler_names_the_variable_and_the_field() {
     let vars = cluster["spec"]["topology"]["variables"].clone();
     let mut vars = vars.as_array().unwrap().clone();
     for v in &mut vars {
-        match v["name"].as_str().unwrap() {
-            "enableDockerVolume" => v["value"] = json!(true),
-            _ => {}
+        if v["name"] == "enableDockerVolume" {
+            v["value"] = json!(true);
         }
     }
     let req: ValidateTopologyRequest = serde_json::from_value(json!({
