@@ -861,7 +861,13 @@ async fn whole_life(release: Release) {
     // with its message in the Cluster's conditions.
     let phase = w.begin("upgrade held until the image exists").await;
     // A patch release no image exists for, also in a cloud that outlived other runs.
-    let target = &format!("v1.34.{}", 100 + std::process::id() % 800);
+    // One per release: the test process runs every release's life against one cloud.
+    let slot = match release.capi {
+        "v1.10" => 0,
+        "v1.11" => 1,
+        _ => 2,
+    };
+    let target = &format!("v1.34.{}", 100 + slot * 300 + std::process::id() % 300);
     w.set_topology(&ns, name, "/spec/topology/version", json!(target))
         .await;
     let held = w
