@@ -55,6 +55,38 @@ async fn remove_stale_server_groups(os: &stackhook_openstack::Clients) {
     }
 }
 
+/// The ID of the test cloud's v1.33.1 image.
+async fn loopback_image(os: &stackhook_openstack::Clients) -> String {
+    os.image
+        .list(&[("name", "ubuntu-2404-kube-v1.33.1".to_string())])
+        .await
+        .expect("images")
+        .first()
+        .expect("image")
+        .id
+        .clone()
+}
+
+/// Soft-anti-affinity server groups with these names (after the test's prefix), for
+/// variables that name existing groups; those a failed run left go first.
+async fn server_groups(os: &stackhook_openstack::Clients, names: &[String]) -> Vec<String> {
+    remove_stale_server_groups(os).await;
+    let mut ids = Vec::new();
+    for name in names {
+        let g = os
+            .compute
+            .create_server_group(
+                &format!("{SERVER_GROUP_PREFIX}{name}"),
+                stackhook_openstack::compute::ServerGroupPolicy::SoftAntiAffinity,
+                &Default::default(),
+            )
+            .await
+            .expect("server group");
+        ids.push(g.id);
+    }
+    ids
+}
+
 /// One bed at a time: each is two API servers and three managers, and two cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -1075,30 +1107,16 @@ async fn shipped_classes(release: Release) {
         return;
     };
     let c = &w.os;
-    let image = c
-        .image
-        .list(&[("name", "ubuntu-2404-kube-v1.33.1".to_string())])
-        .await
-        .expect("images")
-        .first()
-        .expect("image")
-        .id
-        .clone();
+    let image = loopback_image(c).await;
     let suffix = format!("{:x}", std::process::id() & 0xfffff);
-    remove_stale_server_groups(c).await;
-    let mut groups = Vec::new();
-    for role in ["cp", "md"] {
-        let g = c
-            .compute
-            .create_server_group(
-                &format!("{SERVER_GROUP_PREFIX}examples-{role}-{suffix}"),
-                stackhook_openstack::compute::ServerGroupPolicy::SoftAntiAffinity,
-                &Default::default(),
-            )
-            .await
-            .expect("server group");
-        groups.push(g.id);
-    }
+    let groups = server_groups(
+        c,
+        &[
+            format!("examples-cp-{suffix}"),
+            format!("examples-md-{suffix}"),
+        ],
+    )
+    .await;
     for s in SHIPPED {
         if s.v1beta2_only && !release.is_v1beta2() {
             continue;
@@ -1345,29 +1363,8 @@ async fn magnum_shape(release: Release) {
         .await
         .expect("identity Secret");
     let c = &w.os;
-    let image = c
-        .image
-        .list(&[("name", "ubuntu-2404-kube-v1.33.1".to_string())])
-        .await
-        .expect("images")
-        .first()
-        .expect("image")
-        .id
-        .clone();
-    remove_stale_server_groups(c).await;
-    let mut groups = Vec::new();
-    for role in ["", "-default-worker"] {
-        let g = c
-            .compute
-            .create_server_group(
-                &format!("{SERVER_GROUP_PREFIX}{name}{role}"),
-                stackhook_openstack::compute::ServerGroupPolicy::SoftAntiAffinity,
-                &Default::default(),
-            )
-            .await
-            .expect("server group");
-        groups.push(g.id);
-    }
+    let image = loopback_image(c).await;
+    let groups = server_groups(c, &[name.to_string(), format!("{name}-default-worker")]).await;
     for src in [
         "clusterclasses/magnum-compatible.yaml",
         "templates/magnum-compatible.yaml",
