@@ -200,19 +200,7 @@ impl World {
         });
         self.bed
             .apply("default", &serde_json::to_string(&ec).expect("json"));
-        let ar = kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "runtime.cluster.x-k8s.io",
-                self.bed
-                    .release
-                    .extension_config_api()
-                    .rsplit('/')
-                    .next()
-                    .expect("version"),
-                "ExtensionConfig",
-            ),
-            "extensionconfigs",
-        );
+        let ar = capi::extension_configs(self.bed.release);
         let api: Api<DynamicObject> = Api::all_with(self.client().await, &ar);
         wait_up_to(
             Duration::from_secs(90),
@@ -1231,19 +1219,7 @@ async fn shipped_classes(release: Release) {
 /// Each pack stackhook serves, alone as the external patch of a class, has its
 /// DiscoverVariables answer accepted by CAPI: the class reaches VariablesReady.
 async fn every_pack_accepted(w: &World) {
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk(
-            "runtime.cluster.x-k8s.io",
-            w.bed
-                .release
-                .extension_config_api()
-                .rsplit('/')
-                .next()
-                .expect("version"),
-            "ExtensionConfig",
-        ),
-        "extensionconfigs",
-    );
+    let ar = capi::extension_configs(w.bed.release);
     let ec = Api::<DynamicObject>::all_with(w.client().await, &ar)
         .get(EXTENSION)
         .await

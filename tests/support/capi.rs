@@ -468,6 +468,19 @@ pub fn capi_resource(release: Release, group: &str, kind: &str, plural: &str) ->
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
+/// ExtensionConfig in the version this release prefers.
+pub fn extension_configs(release: Release) -> ApiResource {
+    let version = release
+        .extension_config_api()
+        .rsplit('/')
+        .next()
+        .unwrap_or("v1alpha1");
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("runtime.cluster.x-k8s.io", version, "ExtensionConfig"),
+        "extensionconfigs",
+    )
+}
+
 pub fn clusters(release: Release) -> ApiResource {
     capi_resource(release, "cluster.x-k8s.io", "Cluster", "clusters")
 }
