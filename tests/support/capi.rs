@@ -116,6 +116,32 @@ impl Bed {
     /// Starts everything, or says why it cannot run here (for a one-line skip).
     /// Panics when the folders exist but something fails to start.
     pub fn start(release: Release) -> Result<Bed, String> {
+        Self::start_with(release, &|kubeconfig: &Path| {
+            // Our CRDs first: CAPI's managers look their contract label up at start.
+            let crds = Command::new(env!("CARGO_BIN_EXE_stackhook"))
+                .arg("crds")
+                .output()
+                .map_err(|e| format!("stackhook crds: {e}"))?;
+            if !crds.status.success() {
+                return Err("stackhook crds failed".into());
+            }
+            let text = String::from_utf8(crds.stdout).map_err(|e| e.to_string())?;
+            try_kubectl(
+                kubeconfig,
+                &["apply", "--server-side", "-f", "-"],
+                Some(&text),
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Like [`Bed::start`], with the providers installed by `install` (given the
+    /// management cluster's kubeconfig) before the managers start, e.g. by
+    /// `clusterctl init`.
+    pub fn start_with(
+        release: Release,
+        install: &dyn Fn(&Path) -> Result<(), String>,
+    ) -> Result<Bed, String> {
         let capi_dir = capi_dir();
         if !capi_dir.join("up").is_file() {
             return Err(format!(
@@ -131,18 +157,9 @@ impl Bed {
         let kube_dir = kube_dir.canonicalize().expect("kube dir");
         let mgmt = kube_server::start_own(kube_dir.clone(), "stackhook-capi-mgmt-");
         let standin = kube_server::start_own(kube_dir, "stackhook-capi-workload-");
-        // Our CRDs first: CAPI's managers look their contract label up at start.
-        let crds = Command::new(env!("CARGO_BIN_EXE_stackhook"))
-            .arg("crds")
-            .output()
-            .expect("stackhook crds");
-        assert!(crds.status.success(), "stackhook crds failed");
-        let text = String::from_utf8(crds.stdout).expect("CRDs are UTF-8");
-        kubectl(
-            &mgmt.kubeconfig,
-            &["apply", "--server-side", "-f", "-"],
-            Some(&text),
-        );
+        if let Err(e) = install(&mgmt.kubeconfig) {
+            panic!("installing the providers: {e}");
+        }
         let state = tempfile::Builder::new()
             .prefix("stackhook-capi-")
             .tempdir()
