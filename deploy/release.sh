@@ -155,7 +155,10 @@ for entry in "${flavors[@]}"; do
   flavor=${entry%%:*}
   file=${entry#*:}
   name=cluster-template${flavor:+-$flavor}.yaml
+  # clusterctl takes an empty default for no default and asks for the variable:
+  # "${X:=}" becomes ${X:=""}, which it accepts and which still gives an empty string.
   cat "$root/$file" "$release/cloud-config-secret.yaml" |
+    sed -e 's/"\(\${[A-Za-z0-9_]*:=\)}"/\1""}/g' |
     strip_namespace >"$infra/$name"
 done
 write_classes "$infra"
