@@ -20,6 +20,8 @@
 mod capi;
 #[path = "support/cloud.rs"]
 mod cloud;
+#[path = "support/clusterctl.rs"]
+mod clusterctl;
 #[path = "support/infra.rs"]
 mod infra;
 #[path = "support/kube.rs"]
@@ -27,7 +29,8 @@ mod kube_server;
 #[path = "support/server.rs"]
 mod server;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Secret};
@@ -105,6 +108,8 @@ struct World {
     what: &'static str,
     /// stackhook's `User-Agent` towards OpenStack.
     agent: String,
+    /// stackhook's arguments, for a restart.
+    args: Vec<String>,
 }
 
 impl Drop for World {
@@ -116,13 +121,29 @@ impl Drop for World {
 impl World {
     /// `None` (after one line saying why) where this machine cannot run the suite.
     async fn start(release: Release, what: &'static str, extra: &[&str]) -> Option<World> {
+        Self::start_with(release, what, extra, None).await
+    }
+
+    /// With `repo`, the providers are installed by `clusterctl init` of its stackhook
+    /// release, as a user installs them, instead of by `stackhook crds`.
+    async fn start_with(
+        release: Release,
+        what: &'static str,
+        extra: &[&str],
+        repo: Option<(Arc<clusterctl::Repo>, &'static str)>,
+    ) -> Option<World> {
         let Some(clouds_path) = cloud::clouds_yaml() else {
             println!("skipping capi {}: no test cloud", release.capi);
             return None;
         };
-        let bed = match tokio::task::spawn_blocking(move || Bed::start(release))
-            .await
-            .expect("bed")
+        let bed = match tokio::task::spawn_blocking(move || match repo {
+            None => Bed::start(release),
+            Some((repo, version)) => Bed::start_with(release, &|kubeconfig| {
+                repo.init(&capi::repo(), kubeconfig, version).map(|_| ())
+            }),
+        })
+        .await
+        .expect("bed")
         {
             Ok(bed) => bed,
             Err(why) => {
@@ -152,7 +173,11 @@ impl World {
             "1",
         ];
         args.extend_from_slice(extra);
-        let stackhook = Server::start_with_env(&args, &[("RUST_LOG", Some("info"))]);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let stackhook = Server::start_with_env(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            &[("RUST_LOG", Some("info"))],
+        );
         let clouds_yaml =
             openstack_entry(&std::fs::read_to_string(&clouds_path).expect("clouds.yaml"));
         let os = checker(&clouds_path);
@@ -171,9 +196,21 @@ impl World {
             os,
             what,
             agent,
+            args,
         };
         world.register().await;
         Some(world)
+    }
+
+    /// Stops stackhook and starts it again with `extra` arguments added, registered
+    /// anew (a new port and CA): what a rollout of a new version looks like to CAPI.
+    async fn restart(&mut self, extra: &[&str]) {
+        self.keep_stackhook_logs();
+        let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        self.stackhook = Server::start_with_env(&args, &[("RUST_LOG", Some("info"))]);
+        self.register().await;
+        self.step("stackhook restarted");
     }
 
     fn step(&self, what: &str) {
@@ -190,6 +227,14 @@ impl World {
 
     /// The ExtensionConfig that registers stackhook, and CAPI's discovery of it.
     async fn register(&self) {
+        // A `clusterctl init` installed the components' ExtensionConfig, which names
+        // the in-cluster Service of a Deployment that cannot run here (no kubelet):
+        // this one names the same binary, run on the host.
+        capi::kubectl(
+            &self.bed.mgmt.kubeconfig,
+            &["delete", "extensionconfig", EXTENSION, "--ignore-not-found"],
+            None,
+        );
         let ca =
             data_encoding::BASE64.encode(self.stackhook.ca_pem.as_ref().expect("self-signed CA"));
         let ec = json!({
@@ -1434,4 +1479,548 @@ async fn magnum_shape_under_capi_v1_10() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_whole_life_under_capi_v1_10() {
     whole_life(capi::V1_10).await;
+}
+
+/// The release `clusterctl` installs in the move test, and the one it upgrades to.
+const RELEASE: &str = "v0.1.0";
+const NEXT: &str = "v0.1.1";
+
+async fn machine_names(w: &World, ns: &str) -> BTreeSet<String> {
+    w.machines(ns)
+        .await
+        .into_iter()
+        .filter_map(|m| m.metadata.name)
+        .collect()
+}
+
+/// Every `…Ref` name in the specs of the KubeadmControlPlanes and MachineDeployments of
+/// `ns`: a rotated template shows as a new name.
+async fn template_refs(w: &World, ns: &str) -> BTreeSet<String> {
+    fn refs(v: &Value, path: &str, out: &mut BTreeSet<String>) {
+        if let Value::Object(m) = v {
+            for (k, child) in m {
+                if k.ends_with("Ref") {
+                    if let Some(n) = child["name"].as_str() {
+                        out.insert(format!("{path}.{k}={n}"));
+                    }
+                }
+                refs(child, &format!("{path}.{k}"), out);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    for ar in [
+        capi::kcps(w.bed.release),
+        capi::machine_deployments(w.bed.release),
+    ] {
+        let api: Api<DynamicObject> = Api::namespaced_with(w.client().await, ns, &ar);
+        for o in api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let prefix = format!("{}/{}", ar.kind, o.metadata.name.unwrap_or_default());
+            refs(&o.data["spec"], &prefix, &mut out);
+        }
+    }
+    out
+}
+
+/// Every `id`/`…ID` string under `v`, with its path: what the cloud decided.
+fn cloud_ids(v: &Value, path: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                let p = format!("{path}.{k}");
+                match child {
+                    Value::String(s) if k == "id" || k.ends_with("ID") => {
+                        out.insert(format!("{p}={s}"));
+                    }
+                    _ => cloud_ids(child, &p, out),
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, child) in a.iter().enumerate() {
+                cloud_ids(child, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// OpenStackCluster and OpenStackMachines of `ns`: name → (ready, the cloud's IDs in
+/// spec.providerID and status).
+async fn infra_state(client: &Client, ns: &str) -> BTreeMap<String, (bool, BTreeSet<String>)> {
+    let mut out = BTreeMap::new();
+    for ar in [
+        capi::infra("OpenStackCluster", "openstackclusters"),
+        capi::infra("OpenStackMachine", "openstackmachines"),
+    ] {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+        for o in api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let mut ids = BTreeSet::new();
+            cloud_ids(&o.data["status"], "status", &mut ids);
+            if let Some(p) = o.data["spec"]["providerID"].as_str() {
+                ids.insert(format!("spec.providerID={p}"));
+            }
+            let ready = o.data["status"]["ready"] == true;
+            out.insert(
+                format!("{}/{}", ar.kind, o.metadata.name.unwrap_or_default()),
+                (ready, ids),
+            );
+        }
+    }
+    out
+}
+
+/// Installed by `clusterctl init` from the release `deploy/release.sh` writes, on two
+/// management clusters: a cluster whose machines stackhook made in the loopback cloud
+/// moves with `clusterctl move` from the first to the second. The status `move` does
+/// not carry is rebuilt by stackhook on the target with the same IDs and no OpenStack
+/// write; stackhook on the source changes nothing in the cloud while the objects are
+/// deleted there; the Secrets the cluster needs go along; deleted on the target,
+/// nothing is left.
+async fn clusterctl_move(release: Release) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let repo = match clusterctl::Repo::new(
+        &capi::repo(),
+        &capi::capi_dir(),
+        &kube_server::kube_dir(),
+        &[
+            (RELEASE, &[]),
+            (
+                NEXT,
+                &[(
+                    "STACKHOOK_RELEASE_IMAGE",
+                    "registry.example.com/stackhook:v0.1.1",
+                )],
+            ),
+        ],
+    ) {
+        Ok(r) => Arc::new(r),
+        Err(why) => {
+            println!("skipping clusterctl move: {why}");
+            return;
+        }
+    };
+    let Some(mut a) =
+        World::start_with(release, "move-from", &[], Some((repo.clone(), RELEASE))).await
+    else {
+        return;
+    };
+    let name = &format!("mv-{:x}", std::process::id() & 0xfffff);
+    let ns = kube_server::namespace(&a.client().await, "capi-move").await;
+
+    // `clusterctl generate cluster` with the release's default template: the Cluster,
+    // its identity Secret, and the ClusterClass with its templates.
+    let b64 = data_encoding::BASE64.encode(a.clouds_yaml.as_bytes());
+    let infra = format!("openstack:{RELEASE}");
+    let yaml = repo
+        .run(
+            Some(&a.bed.mgmt.kubeconfig),
+            &[
+                "generate",
+                "cluster",
+                name,
+                "--infrastructure",
+                &infra,
+                "--target-namespace",
+                &ns,
+                "--kubernetes-version",
+                "v1.33.1",
+                "--control-plane-machine-count",
+                "1",
+                "--worker-machine-count",
+                "1",
+            ],
+            &[
+                ("OPENSTACK_CLOUD_YAML_B64", &b64),
+                ("OPENSTACK_EXTERNAL_NETWORK_ID", &a.external_network),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("clusterctl generate cluster: {e}"));
+    assert!(
+        yaml.contains("kind: ClusterClass"),
+        "the class comes with the template"
+    );
+    a.bed.point_at_standin(&ns, name).await;
+    let kubelet_a =
+        StandInKubelet::start(a.client().await, a.bed.standin_client().await, release, &ns);
+    a.bed.apply(&ns, &yaml);
+    a.wait_class_ready(&ns, "openstack-kubeadm").await;
+    a.wait_cluster(
+        &ns,
+        name,
+        Duration::from_secs(180),
+        "ControlPlaneInitialized",
+        |c| condition_true(c, "ControlPlaneInitialized"),
+    )
+    .await;
+    a.wait_workers(&ns, name, 1).await;
+    let before = infra_state(&a.client().await, &ns).await;
+    assert_eq!(
+        before.len(),
+        3,
+        "one OpenStackCluster and two OpenStackMachines: {before:?}"
+    );
+    assert!(before.values().all(|(ready, _)| *ready), "{before:?}");
+    let servers = a.servers(name).await;
+    let secrets_a: BTreeSet<String> = Api::<Secret>::namespaced(a.client().await, &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("secrets")
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    assert!(
+        secrets_a.contains(&format!("{name}-bootstrap-vars")),
+        "{secrets_a:?}"
+    );
+    // stackhook itself upgraded before the move: `clusterctl upgrade apply` to the
+    // changed release, and a binary that serves one more pack version beside the ones
+    // the class names (openstack-v2, with a changed default). Nothing rolls.
+    let machines_before = machine_names(&a, &ns).await;
+    let refs_before = template_refs(&a, &ns).await;
+    // The components' ExtensionConfig comes back with the upgrade (naming the Service
+    // of the Deployment, which cannot run here); the restart below registers the
+    // host's binary again.
+    capi::kubectl(
+        &a.bed.mgmt.kubeconfig,
+        &["delete", "extensionconfig", EXTENSION],
+        None,
+    );
+    let upgraded = repo
+        .run(
+            Some(&a.bed.mgmt.kubeconfig),
+            &[
+                "upgrade",
+                "apply",
+                "--infrastructure",
+                &format!("stackhook-system/openstack:{NEXT}"),
+            ],
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("clusterctl upgrade apply: {e}"));
+    println!("{upgraded}");
+    let packs = tempfile::tempdir().expect("packs dir");
+    for e in std::fs::read_dir(capi::repo().join("extensions"))
+        .expect("extensions")
+        .flatten()
+    {
+        if e.path().extension().is_some_and(|x| x == "yaml") {
+            std::fs::copy(e.path(), packs.path().join(e.file_name())).expect("copy pack");
+        }
+    }
+    let v1 =
+        std::fs::read_to_string(capi::repo().join("extensions/openstack-v1.yaml")).expect("pack");
+    assert!(v1.contains("\nversion: 1\n") && v1.contains("default: 10.6.0.0/24"));
+    let v2 = v1
+        .replace("\nversion: 1\n", "\nversion: 2\n")
+        .replace("default: 10.6.0.0/24", "default: 10.7.0.0/24");
+    std::fs::write(packs.path().join("openstack-v2.yaml"), v2).expect("v2 pack");
+    a.restart(&["--extensions", &packs.path().display().to_string()])
+        .await;
+    let served = poll(Duration::from_secs(60), async || {
+        a.hook_calls()
+            .await
+            .iter()
+            .any(|(k, n)| k.starts_with("GeneratePatches/") && *n > 0)
+    })
+    .await;
+    assert!(served, "CAPI never called the upgraded stackhook");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(
+        machine_names(&a, &ns).await,
+        machines_before,
+        "Machines rolled after the upgrade"
+    );
+    assert_eq!(
+        template_refs(&a, &ns).await,
+        refs_before,
+        "templates rotated after the upgrade"
+    );
+    assert_eq!(
+        a.servers(name).await,
+        servers,
+        "servers changed after the upgrade"
+    );
+    a.step("stackhook upgraded (components and packs): no template rotated, no Machine rolled");
+
+    capi::drop_dangling_secret_owners(
+        &a.client().await,
+        &ns,
+        &[
+            capi::kcps(release),
+            capi::infra("OpenStackCluster", "openstackclusters"),
+        ],
+    )
+    .await;
+
+    // The target: its own API server, CAPI managers and stackhook, installed the same way.
+    let Some(b) = World::start_with(release, "move-to", &[], Some((repo.clone(), NEXT))).await
+    else {
+        return;
+    };
+    // Nodes stay where they are (the stand-in workload cluster of the source bed).
+    drop(kubelet_a);
+    let mark = cloud::access_mark();
+    let moved = Instant::now();
+    let out = tokio::task::spawn_blocking({
+        let repo = repo.clone();
+        let from = a.bed.mgmt.kubeconfig.clone();
+        let to = b.bed.mgmt.kubeconfig.clone();
+        let ns = ns.clone();
+        move || {
+            repo.run(
+                Some(&from),
+                &[
+                    "move",
+                    "--to-kubeconfig",
+                    &to.display().to_string(),
+                    "-n",
+                    &ns,
+                ],
+                &[],
+            )
+        }
+    })
+    .await
+    .expect("move")
+    .unwrap_or_else(|e| panic!("clusterctl move: {e}"));
+    println!("{out}");
+    b.step(&format!(
+        "clusterctl move done in {:.1} s",
+        moved.elapsed().as_secs_f64()
+    ));
+    let _kubelet_b =
+        StandInKubelet::start(b.client().await, a.bed.standin_client().await, release, &ns);
+
+    // Gone from the source, whole on the target.
+    let clusters_a: Api<DynamicObject> =
+        Api::namespaced_with(a.client().await, &ns, &capi::clusters(release));
+    assert!(
+        matches!(clusters_a.get_opt(name).await, Ok(None)),
+        "the Cluster is still on the source"
+    );
+    let secrets_b: BTreeSet<String> = Api::<Secret>::namespaced(b.client().await, &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("secrets")
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    for s in [
+        format!("{name}-cloud-config"),
+        format!("{name}-bootstrap-vars"),
+    ] {
+        assert!(secrets_b.contains(&s), "{s} did not move: {secrets_b:?}");
+    }
+
+    // stackhook on the target rebuilds the status `move` dropped: the same IDs, Ready.
+    let mut last = BTreeMap::new();
+    let rebuilt = poll(Duration::from_secs(120), async || {
+        last = infra_state(&b.client().await, &ns).await;
+        last == before
+    })
+    .await;
+    if !rebuilt {
+        b.dump(&ns).await;
+    }
+    assert!(
+        rebuilt,
+        "status on the target\n{last:#?}\nis not the source's\n{before:#?}"
+    );
+    b.step("OpenStackCluster and OpenStackMachines Ready on the target, with the source's IDs");
+    b.wait_cluster(
+        &ns,
+        name,
+        Duration::from_secs(120),
+        "TopologyReconciled on the target",
+        |c| condition_true(c, "TopologyReconciled"),
+    )
+    .await;
+    // A while of steady state on both sides.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let from_source = cloud::requests_since(&mark, Some(&a.agent));
+    let from_target = cloud::requests_since(&mark, Some(&b.agent));
+    let total = |r: &BTreeMap<String, u64>| r.values().sum::<u64>();
+    println!(
+        "after the move: source {} requests ({} writes), target {} requests ({} writes): {:?}",
+        total(&from_source),
+        cloud::writes(&from_source),
+        total(&from_target),
+        cloud::writes(&from_target),
+        from_target
+    );
+    assert_eq!(
+        cloud::writes(&from_source),
+        0,
+        "the source wrote to the cloud: {from_source:#?}"
+    );
+    assert_eq!(
+        cloud::writes(&from_target),
+        0,
+        "the target wrote to the cloud: {from_target:#?}"
+    );
+    assert_eq!(b.servers(name).await, servers, "servers changed");
+
+    // Deleted on the target: nothing left in the cloud.
+    let clusters_b: Api<DynamicObject> =
+        Api::namespaced_with(b.client().await, &ns, &capi::clusters(release));
+    clusters_b
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let gone = poll(Duration::from_secs(240), async || {
+        matches!(clusters_b.get_opt(name).await, Ok(None))
+    })
+    .await;
+    if !gone {
+        b.dump(&ns).await;
+    }
+    assert!(gone, "Cluster {name} was not deleted on the target");
+    assert_eq!(
+        b.servers(name).await,
+        Vec::<(String, String)>::new(),
+        "servers left"
+    );
+    let nets: Vec<net::Network> = b.os.network.list(&[]).await.expect("networks");
+    let left: Vec<&str> = nets
+        .iter()
+        .map(|n| n.name.as_str())
+        .filter(|n| n.contains(&ns))
+        .collect();
+    assert!(left.is_empty(), "networks left: {left:?}");
+    a.bed.assert_loopback_only();
+    b.bed.assert_loopback_only();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn clusterctl_move_under_capi_v1_13() {
+    clusterctl_move(capi::V1_13).await;
+}
+
+/// `clusterctl generate cluster --flavor F` for every flavor of the release, each into a
+/// namespace of its own, applied to an API server with the real CAPI managers and their
+/// webhooks: every object is accepted, and the Cluster and its ClusterClass exist.
+async fn every_flavor_generated(release: Release) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let repo = match clusterctl::Repo::new(
+        &capi::repo(),
+        &capi::capi_dir(),
+        &kube_server::kube_dir(),
+        &[(RELEASE, &[])],
+    ) {
+        Ok(r) => Arc::new(r),
+        Err(why) => {
+            println!("skipping clusterctl flavors: {why}");
+            return;
+        }
+    };
+    let installer = repo.clone();
+    let bed = match tokio::task::spawn_blocking(move || {
+        Bed::start_with(release, &|kubeconfig| {
+            installer
+                .init(&capi::repo(), kubeconfig, RELEASE)
+                .map(|_| ())
+        })
+    })
+    .await
+    .expect("bed")
+    {
+        Ok(b) => b,
+        Err(why) => {
+            println!("skipping clusterctl flavors: {why}");
+            return;
+        }
+    };
+    let client = bed.client().await;
+    let clouds = "clouds:\n  openstack:\n    auth: {auth_url: http://127.0.0.1:5000/v3}\n";
+    let b64 = data_encoding::BASE64.encode(clouds.as_bytes());
+    let uuid = "4b0e5c7e-6f2b-4d3a-9a51-0c2f7d9e8a11";
+    let env = [
+        ("OPENSTACK_CLOUD_YAML_B64", b64.as_str()),
+        ("OPENSTACK_EXTERNAL_NETWORK_ID", uuid),
+        ("EXTERNAL_NETWORK_ID", uuid),
+        ("CLUSTER_UUID", uuid),
+        ("IMAGE_ID", uuid),
+        ("CONTROL_PLANE_FLAVOR", "m1.medium"),
+        ("WORKER_FLAVOR", "m1.medium"),
+        ("CONTROL_PLANE_SERVER_GROUP_ID", uuid),
+        ("WORKER_SERVER_GROUP_ID", uuid),
+    ];
+    let infra = format!("openstack:{RELEASE}");
+    for flavor in ["", "ha", "keepalived", "bootstrap-vars", "magnum"] {
+        let ns = kube_server::namespace(
+            &client,
+            &format!(
+                "flavor-{}",
+                if flavor.is_empty() { "default" } else { flavor }
+            ),
+        )
+        .await;
+        let name = "c1";
+        let mut args = vec![
+            "generate",
+            "cluster",
+            name,
+            "--infrastructure",
+            &infra,
+            "--target-namespace",
+            &ns,
+            "--kubernetes-version",
+            "v1.33.1",
+        ];
+        if !flavor.is_empty() {
+            args.extend_from_slice(&["--flavor", flavor]);
+        }
+        let yaml = repo
+            .run(Some(&bed.mgmt.kubeconfig), &args, &env)
+            .unwrap_or_else(|e| panic!("generate cluster --flavor {flavor:?}: {e}"));
+        let applied = bed
+            .try_apply(&ns, &yaml)
+            .unwrap_or_else(|e| panic!("flavor {flavor:?} refused by the API server: {e}"));
+        let clusters: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &capi::clusters(release));
+        let cluster = clusters
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("flavor {flavor:?}: no Cluster: {e}"));
+        let class = cluster.data["spec"]["topology"]["class"]
+            .as_str()
+            .or_else(|| cluster.data["spec"]["topology"]["classRef"]["name"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let classes: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &capi::cluster_classes(release));
+        classes
+            .get(&class)
+            .await
+            .unwrap_or_else(|e| panic!("flavor {flavor:?}: no ClusterClass {class}: {e}"));
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        secrets
+            .get(&format!("{name}-cloud-config"))
+            .await
+            .unwrap_or_else(|e| panic!("flavor {flavor:?}: no identity Secret: {e}"));
+        println!(
+            "flavor {:?}: {} objects accepted, class {class}",
+            flavor,
+            applied.lines().filter(|l| !l.trim().is_empty()).count()
+        );
+    }
+    bed.assert_loopback_only();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_flavor_generated_under_capi_v1_13() {
+    every_flavor_generated(capi::V1_13).await;
 }

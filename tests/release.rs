@@ -396,7 +396,11 @@ fn cluster_templates_and_classes_are_the_repositorys_own() {
         }
         // clusterctl asks for a variable whose default is empty as for one without.
         for (v, default) in variables(&text) {
-            assert_ne!(default.as_deref(), Some(""), "{name}: ${{{v}}} has an empty default");
+            assert_ne!(
+                default.as_deref(),
+                Some(""),
+                "{name}: ${{{v}}} has an empty default"
+            );
         }
         let objs = docs_of(&with_defaults(&text));
         for o in &objs {

@@ -833,3 +833,43 @@ pub async fn create_image(
         .expect("image upload");
     id
 }
+
+/// What Kubernetes' garbage collector does and this API server (no controller manager)
+/// does not: owner references to Secrets that are gone are dropped. CAPI's topology
+/// controller owns a new KubeadmControlPlane and infrastructure cluster by a "shim"
+/// Secret too, and deletes the shim once the Cluster owns both; the reference left
+/// behind would keep `clusterctl move` from ever ordering those objects.
+pub async fn drop_dangling_secret_owners(client: &Client, ns: &str, resources: &[ApiResource]) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for ar in resources {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+        let Ok(list) = api.list(&Default::default()).await else {
+            continue;
+        };
+        for o in list.items {
+            let owners = o.metadata.owner_references.clone().unwrap_or_default();
+            let mut kept = Vec::new();
+            for r in &owners {
+                let gone = r.kind == "Secret"
+                    && r.api_version == "v1"
+                    && !matches!(
+                        secrets.get_opt(&r.name).await,
+                        Ok(Some(s)) if s.metadata.uid.as_deref() == Some(r.uid.as_str())
+                    );
+                if !gone {
+                    kept.push(r.clone());
+                }
+            }
+            if kept.len() != owners.len() {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"ownerReferences": kept}})),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("dropping dangling owners of {} {name}: {e}", ar.kind));
+            }
+        }
+    }
+}

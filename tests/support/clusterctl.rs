@@ -200,8 +200,12 @@ impl Repo {
         if let Some(k) = kubeconfig {
             cmd.arg("--kubeconfig").arg(k);
         }
-        // Versions come from the local repository only, never from a Go proxy.
-        cmd.env("GOPROXY", "off").env("HOME", self.dir.path());
+        // Versions come from the local repository only, never from a Go proxy, and
+        // clusterctl does not look for a newer clusterctl on GitHub: nothing leaves
+        // the machine.
+        cmd.env("GOPROXY", "off")
+            .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+            .env("HOME", self.dir.path());
         cmd.envs(env.iter().copied());
         let out = cmd.output().map_err(|e| format!("clusterctl: {e}"))?;
         let text = format!(
