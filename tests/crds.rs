@@ -189,7 +189,8 @@ fn crd_metadata_matches_capo() {
         ),
     ];
     let all = crds();
-    assert_eq!(all.len(), 4);
+    // The four above, then OpenStackClusterIdentity (its own test below).
+    assert_eq!(all.len(), 5);
     for (c, (kind, plural, short, status, columns)) in all.iter().zip(expected) {
         assert_eq!(c.spec.names.kind, kind);
         assert_eq!(
@@ -264,8 +265,11 @@ fn yaml_output_is_deterministic_and_applies_back() {
     assert_eq!(a, b);
     assert_eq!(stackhook::infra::crds_yaml(), a);
     let docs: Vec<&str> = a.split("---\n").filter(|d| !d.trim().is_empty()).collect();
-    assert_eq!(docs.len(), 4);
-    for (doc, kind) in docs.iter().zip(KINDS) {
+    assert_eq!(docs.len(), 5);
+    for (doc, kind) in docs
+        .iter()
+        .zip(KINDS.into_iter().chain(["OpenStackClusterIdentity"]))
+    {
         let back: CustomResourceDefinition = serde_saphyr::from_str(doc).expect("CRD YAML parses");
         assert_eq!(back.spec.names.kind, kind);
     }
@@ -273,7 +277,7 @@ fn yaml_output_is_deterministic_and_applies_back() {
     assert!(a.contains("maximum: 65535\n"), "apiServerPort bound");
     assert!(!a.contains("65535.0"));
     assert!(!a.contains("nullable"));
-    assert_eq!(stackhook::infra::crds().len(), 4);
+    assert_eq!(stackhook::infra::crds().len(), 5);
 }
 
 #[test]
@@ -466,4 +470,61 @@ fn fixtures_read_into_the_fields_controllers_use() {
         .node_resources["capi-quickstart-control-plane-82xck"]
         .reserved;
     assert_eq!(reserved.get("memory").map(|q| q.0.as_str()), Some("1Gi"));
+}
+
+/// `identityRef.type: ClusterIdentity` needs CAPO's cluster-scoped kind: same name,
+/// scope, version and fields, and no CAPI contract label (no CAPI object names it).
+#[test]
+fn cluster_identity_crd_is_capos() {
+    let c = crd("OpenStackClusterIdentity");
+    assert_eq!(
+        c.metadata.name.as_deref(),
+        Some("openstackclusteridentities.infrastructure.cluster.x-k8s.io")
+    );
+    assert_eq!(c.spec.scope, "Cluster");
+    assert_eq!(c.spec.names.short_names, Some(vec!["osci".to_string()]));
+    let versions: Vec<(&str, bool, bool)> = c
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.served, v.storage))
+        .collect();
+    assert_eq!(versions, [("v1alpha1", true, true)]);
+    assert!(
+        c.spec.versions[0].subresources.is_none(),
+        "CAPO's has no status"
+    );
+    assert!(c
+        .metadata
+        .labels
+        .as_ref()
+        .is_none_or(|l| !l.contains_key("cluster.x-k8s.io/v1beta1")));
+    let s = schema("OpenStackClusterIdentity");
+    assert_eq!(check_structural(&s), Vec::new());
+    let spec = &s["properties"]["spec"];
+    assert_eq!(spec["required"], json!(["secretRef"]));
+    assert_eq!(
+        spec["properties"]["secretRef"]["required"],
+        json!(["name", "namespace"])
+    );
+    let selector = &spec["properties"]["namespaceSelector"];
+    assert_eq!(selector["x-kubernetes-map-type"], "atomic");
+    assert_eq!(
+        selector["properties"]["matchLabels"]["additionalProperties"]["type"],
+        "string"
+    );
+    let good = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "OpenStackClusterIdentity", "metadata": {"name": "shared"},
+        "spec": {"secretRef": {"name": "creds", "namespace": "capo-system"},
+                 "namespaceSelector": {"matchLabels": {"tenant": "blue"}}}});
+    assert_eq!(schema_errors(&s, &good), Vec::<String>::new());
+    let mut bad = good.clone();
+    bad["spec"]["secretRef"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    assert!(
+        !schema_errors(&s, &bad).is_empty(),
+        "secretRef.namespace is required"
+    );
 }

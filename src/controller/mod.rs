@@ -11,6 +11,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod driver;
 pub mod identity;
+pub mod image;
 pub mod leader;
 pub mod machine;
 pub mod status;

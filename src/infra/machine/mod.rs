@@ -175,7 +175,9 @@ pub(crate) async fn resolve_image<C: CloudClients>(
     let Some(filter) = &image.filter else {
         return Err(user(
             invalid,
-            format!("{whose} image needs an id or a filter (imageRef is not supported)"),
+            format!(
+                "{whose} image needs an id, a filter, or (for an OpenStackMachine) an imageRef"
+            ),
         ));
     };
     let mut query: Vec<(&str, String)> = Vec::new();
