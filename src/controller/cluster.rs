@@ -85,6 +85,8 @@ pub struct ClusterContext<I> {
     pub results: ClusterResults,
     pub metrics: ControllerMetrics,
     pub timing: Timing,
+    /// `--watch-filter`: reconcile only objects with this watch-filter label value.
+    pub watch_filter: Option<String>,
     backoff: Backoff,
 }
 
@@ -110,7 +112,15 @@ impl<I: ClusterInfra> ClusterContext<I> {
             results,
             metrics,
             timing,
+            watch_filter: None,
         }
+    }
+
+    /// Reconciles only the objects whose `cluster.x-k8s.io/watch-filter` label is
+    /// `filter` (CAPI's `--watch-filter`); `None` or empty reconciles all.
+    pub fn with_watch_filter(mut self, filter: Option<String>) -> Self {
+        self.watch_filter = filter.filter(|f| !f.is_empty());
+        self
     }
 }
 
@@ -389,6 +399,7 @@ pub async fn run<I: ClusterInfra>(
     };
     tracing::info!(
         namespace = namespace.unwrap_or("<all>"),
+        watch_filter = ctx.watch_filter.as_deref().unwrap_or("<none>"),
         concurrency,
         "OpenStackCluster controller starting"
     );
@@ -403,7 +414,7 @@ pub async fn run<I: ClusterInfra>(
     // Only the Secrets this controller writes, and only their metadata: an edit or a
     // deletion is what starts a pass, and their data stays out of this process.
     let secrets = watch::labelled_metadata(secret_api, bootstrap::SECRET_LABEL);
-    let (cache, oscs) = watch::cached(osc_api);
+    let (cache, oscs) = watch::cached(osc_api, ctx.watch_filter.as_deref());
     let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
     let owned = cache.clone();
     let triggers = MachineTriggers::new(cache.clone());

@@ -58,6 +58,8 @@ pub struct MachineContext<I> {
     pub recorder: Recorder,
     pub metrics: ControllerMetrics,
     pub timing: Timing,
+    /// `--watch-filter`: reconcile only objects with this watch-filter label value.
+    pub watch_filter: Option<String>,
     backoff: Backoff,
 }
 
@@ -81,7 +83,15 @@ impl<I: MachineInfra> MachineContext<I> {
             capi,
             metrics,
             timing,
+            watch_filter: None,
         }
+    }
+
+    /// Reconciles only the objects whose `cluster.x-k8s.io/watch-filter` label is
+    /// `filter` (CAPI's `--watch-filter`); `None` or empty reconciles all.
+    pub fn with_watch_filter(mut self, filter: Option<String>) -> Self {
+        self.watch_filter = filter.filter(|f| !f.is_empty());
+        self
     }
 }
 
@@ -516,6 +526,7 @@ pub async fn run<I: MachineInfra>(
     };
     tracing::info!(
         namespace = namespace.unwrap_or("<all>"),
+        watch_filter = ctx.watch_filter.as_deref().unwrap_or("<none>"),
         concurrency,
         "OpenStackMachine controller starting"
     );
@@ -523,7 +534,7 @@ pub async fn run<I: MachineInfra>(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let (cache, osms) = watch::cached(osm_api);
+    let (cache, osms) = watch::cached(osm_api, ctx.watch_filter.as_deref());
     let machines = watch::metadata(client.clone(), namespace, &ctx.capi.machine);
     let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
     let gone = watch::deleted(gone_api);
