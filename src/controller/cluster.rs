@@ -418,6 +418,12 @@ pub async fn run<I: ClusterInfra>(
     let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
     let owned = cache.clone();
     let triggers = MachineTriggers::new(cache.clone());
+    // Machines of other shards are not watched either: with a filter, a cluster's
+    // objects all carry its label, as CAPI expects of them.
+    let machine_selector = match ctx.watch_filter.as_deref() {
+        Some(f) => format!("{CLUSTER_NAME_LABEL},{}", watch::filter_selector(f)),
+        None => CLUSTER_NAME_LABEL.to_string(),
+    };
     let results = Controller::for_stream(oscs, cache)
         .with_config(ControllerRunConfig::default().concurrency(concurrency))
         .watches_stream_with(
@@ -429,7 +435,7 @@ pub async fn run<I: ClusterInfra>(
         .watches_with(
             osm_api,
             (),
-            watch::config().labels(CLUSTER_NAME_LABEL),
+            watch::config().labels(&machine_selector),
             move |osm| triggers.changed(&osm),
         )
         .graceful_shutdown_on(shutdown)
