@@ -29,7 +29,7 @@ pub enum IdentityError {
         message: String,
     },
     /// Reading failed for a reason a retry may fix.
-    #[error("reading identity Secret: {0}")]
+    #[error("reading the identity: {0}")]
     Api(#[source] kube::Error),
 }
 
