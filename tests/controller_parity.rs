@@ -6,7 +6,8 @@
 //!   Secret is used from a namespace its `namespaceSelector` admits, and a namespace it
 //!   does not admit is refused with `Ready=False IdentityNamespaceNotAllowed`;
 //! - `image.imageRef`: the machine waits (`Ready=False WaitingForImage`) until the ORC
-//!   Image is Available with a `status.id`, then boots that image;
+//!   Image is Available with a `status.id`, then boots that image; the bastion's too,
+//!   through the cluster controller;
 //! - `--watch-filter`: only objects with the filter's label value are reconciled, and
 //!   each filter value has a Lease of its own.
 
@@ -23,13 +24,16 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 use stackhook::controller::capi::CapiResources;
-use stackhook::controller::cluster::Timing;
+use stackhook::controller::cluster::{self, ClusterContext, Timing};
 use stackhook::controller::leader::{lease_name, Attempt, LeaderElector, LeaseSettings};
 use stackhook::controller::machine::{self, MachineContext};
-use stackhook::infra::api::{OpenStackMachine, OpenStackMachineStatus};
+use stackhook::hooks::results::ClusterResults;
+use stackhook::infra::api::{
+    OpenStackCluster, OpenStackClusterStatus, OpenStackMachine, OpenStackMachineStatus,
+};
 use stackhook::infra::seam::{
-    DeleteProgress, IdentitySecret, InfraError, MachineInfra, MachineOutcome, MachineScope,
-    StatusSink,
+    ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
+    MachineInfra, MachineOutcome, MachineScope, StatusSink,
 };
 use stackhook::metrics::ControllerMetrics;
 
@@ -99,6 +103,48 @@ impl MachineInfra for Recorder {
         _machine: &OpenStackMachine,
         _identity: &IdentitySecret,
         _sink: &impl StatusSink<OpenStackMachineStatus>,
+    ) -> Result<DeleteProgress, InfraError> {
+        Ok(DeleteProgress::Done)
+    }
+}
+
+/// A cluster half that creates nothing: records the bastion image it was given.
+#[derive(Clone, Default)]
+struct ClusterRecorder {
+    bastion_images: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl ClusterInfra for ClusterRecorder {
+    async fn reconcile(
+        &self,
+        _scope: &ClusterScope,
+        cluster: &OpenStackCluster,
+        _identity: &IdentitySecret,
+        _sink: &impl StatusSink,
+    ) -> Result<ClusterOutcome, InfraError> {
+        let image = cluster
+            .spec
+            .bastion
+            .as_ref()
+            .and_then(|b| b.spec.as_ref())
+            .and_then(|s| s.image.id.clone());
+        self.bastion_images.lock().unwrap().push(image);
+        Ok(ClusterOutcome {
+            status: OpenStackClusterStatus {
+                ready: true,
+                ..Default::default()
+            },
+            control_plane_endpoint: Some(("10.0.0.10".into(), 6443)),
+            requeue_after: None,
+        })
+    }
+
+    async fn delete(
+        &self,
+        _scope: &ClusterScope,
+        _cluster: &OpenStackCluster,
+        _identity: &IdentitySecret,
+        _sink: &impl StatusSink,
     ) -> Result<DeleteProgress, InfraError> {
         Ok(DeleteProgress::Done)
     }
@@ -587,6 +633,125 @@ fn watch_filter_reconciles_its_shard_only_with_a_lease_per_shard() {
                 "stackhook-controllers-shard-b"
             ]
         );
+        kube_server::delete_namespace(&client, &ns).await;
+    });
+}
+
+#[test]
+fn the_bastion_waits_for_its_orc_image() {
+    let api = match kube_server::api_server() {
+        Ok(api) => api,
+        Err(why) => {
+            println!("skipping: {why}");
+            return;
+        }
+    };
+    let Some(orc_crd) = orc_image_crd() else {
+        println!(
+            "skipping: ORC's Image CRD is not in ../shared/capi/crds/orc (set STACKHOOK_CAPI_DIR)"
+        );
+        return;
+    };
+    runtime().block_on(async {
+        let client = api.client().await;
+        crds(&api, &client).await;
+        let orc = kube_server::yaml_documents(&std::fs::read_to_string(&orc_crd).unwrap());
+        kube_server::apply_crds(&client, &orc).await;
+        let ns = kube_server::namespace(&client, "bastion-image").await;
+        kube_server::identity_secret(
+            &client,
+            &ns,
+            "cloud-creds",
+            "clouds: {c: {auth: {auth_url: http://127.0.0.1:9/v3}}}",
+        )
+        .await;
+        let images = dynamic(&client, Some(&ns), "openstack.k-orc.cloud/v1alpha1", "Image", "images");
+        create(
+            &images,
+            json!({
+                "apiVersion": "openstack.k-orc.cloud/v1alpha1", "kind": "Image",
+                "metadata": {"name": "bastion-img", "namespace": ns},
+                "spec": {"cloudCredentialsRef": {"secretName": "cloud-creds", "cloudName": "c"},
+                         "managementPolicy": "managed",
+                         "resource": {"content": {"diskFormat": "qcow2", "download": {"url": "http://127.0.0.1:9/b.qcow2"}}}}
+            }),
+        )
+        .await;
+        // The CAPI Cluster owns the OpenStackCluster, as CAPI sets it.
+        let clusters = dynamic(&client, Some(&ns), "cluster.x-k8s.io/v1beta2", "Cluster", "clusters");
+        let capi_cluster = create(
+            &clusters,
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                "metadata": {"name": "prod", "namespace": ns},
+                "spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "OpenStackCluster", "name": "prod"}}
+            }),
+        )
+        .await;
+        let oscs = dynamic(&client, Some(&ns), &format!("{GROUP}/v1beta1"), "OpenStackCluster", "openstackclusters");
+        create(
+            &oscs,
+            json!({
+                "apiVersion": format!("{GROUP}/v1beta1"), "kind": "OpenStackCluster",
+                "metadata": {"name": "prod", "namespace": ns,
+                    "labels": {"cluster.x-k8s.io/cluster-name": "prod"},
+                    "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                        "name": "prod", "uid": capi_cluster.uid().unwrap(), "controller": true}]},
+                "spec": {"identityRef": {"name": "cloud-creds", "cloudName": "c"},
+                         "bastion": {"spec": {"flavor": "m1.small", "image": {"imageRef": {"name": "bastion-img"}}}}}
+            }),
+        )
+        .await;
+        let infra = ClusterRecorder::default();
+        let ctx = Arc::new(ClusterContext::new(
+            client.clone(),
+            infra.clone(),
+            CapiResources::at("v1beta2"),
+            ClusterResults::new(),
+            ControllerMetrics::default(),
+            Timing::default(),
+        ));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let ns_run = ns.clone();
+        tokio::spawn(async move {
+            cluster::run(ctx, Some(&ns_run), 2, async move {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        let typed: Api<OpenStackCluster> = Api::namespaced(client.clone(), &ns);
+        let condition = async || -> Option<(String, String, String)> {
+            let value = serde_json::to_value(typed.get("prod").await.ok()?.status?).ok()?;
+            value["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready").map(|c| {
+                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                (s("status"), s("reason"), s("message"))
+            })
+        };
+        kube_server::wait_up_to(Duration::from_secs(30), "the cluster waiting for the bastion image", async || {
+            condition().await.is_some_and(|c| c.1 == "WaitingForImage" && c.2.starts_with("bastion:"))
+        })
+        .await;
+        assert!(infra.bastion_images.lock().unwrap().is_empty(), "the cloud half ran before the image was there");
+
+        images
+            .patch_status(
+                "bastion-img",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"id": IMAGE_ID, "conditions": [
+                    {"type": "Available", "status": "True", "reason": "Success",
+                     "message": "OpenStack resource is available", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+            )
+            .await
+            .expect("Image status");
+        kube_server::wait_up_to(Duration::from_secs(40), "the cloud half run with the image", async || {
+            !infra.bastion_images.lock().unwrap().is_empty()
+        })
+        .await;
+        assert_eq!(
+            infra.bastion_images.lock().unwrap()[0].as_deref(),
+            Some(IMAGE_ID)
+        );
+        drop(stop);
         kube_server::delete_namespace(&client, &ns).await;
     });
 }

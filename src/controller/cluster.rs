@@ -30,6 +30,7 @@ use super::bootstrap_vars::{self, SecretChange};
 use super::capi::{self, CapiResources};
 use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
+use super::image::{self, ImageRefPass};
 use super::status::PatchStatusSink;
 use super::watch;
 use crate::hooks::results::{ClusterResult, ClusterResults};
@@ -235,6 +236,33 @@ async fn apply<I: ClusterInfra>(
         }
         Err(IdentityError::Api(e)) => return Err(e.into()),
     };
+    let with_bastion_image;
+    let osc = match bastion_image(osc, ctx, &scope.namespace).await? {
+        ImageRefPass::Unchanged => osc,
+        ImageRefPass::Id(id) => {
+            let mut resolved = osc.clone();
+            if let Some(spec) = resolved.spec.bastion.as_mut().and_then(|b| b.spec.as_mut()) {
+                spec.image = image::with_id(id);
+            }
+            with_bastion_image = resolved;
+            &with_bastion_image
+        }
+        ImageRefPass::Waiting(message) => {
+            tracing::debug!(%message, "waiting for the bastion's ORC Image");
+            let mut status = sink.last();
+            if !status.ready {
+                cond::mark_false(
+                    &mut status.conditions,
+                    conditions::READY,
+                    image::WAITING_FOR_IMAGE,
+                    Severity::Info,
+                    &format!("bastion: {message}"),
+                );
+                sink.write(&status).await?;
+            }
+            return Ok((Action::requeue(IMAGE_WAIT), ReconcileOutcome::waiting));
+        }
+    };
     let outcome = match ctx.infra.reconcile(&scope, osc, &identity, &sink).await {
         Ok(o) => o,
         Err(InfraError::User { reason, message }) => {
@@ -308,6 +336,34 @@ async fn apply<I: ClusterInfra>(
     }
     let action = Action::requeue(outcome.requeue_after.unwrap_or(ctx.timing.resync));
     Ok((action, ReconcileOutcome::success))
+}
+
+/// While the bastion's ORC Image is not available (the machines' wait, too).
+const IMAGE_WAIT: Duration = Duration::from_secs(10);
+
+/// The bastion's `image.imageRef`, resolved until the bastion's status records the
+/// image it booted. Only an enabled bastion's image is looked at.
+async fn bastion_image<I: ClusterInfra>(
+    osc: &OpenStackCluster,
+    ctx: &ClusterContext<I>,
+    namespace: &str,
+) -> Result<ImageRefPass, ReconcileError> {
+    let Some(spec) = osc
+        .spec
+        .bastion
+        .as_ref()
+        .filter(|b| b.enabled != Some(false))
+        .and_then(|b| b.spec.as_ref())
+    else {
+        return Ok(ImageRefPass::Unchanged);
+    };
+    let already = osc
+        .status
+        .as_ref()
+        .and_then(|s| s.bastion.as_ref())
+        .and_then(|b| b.resolved.as_ref())
+        .is_some_and(|r| r.image_id.is_some());
+    Ok(image::image_ref_pass(&ctx.client, namespace, &spec.image, already).await?)
 }
 
 async fn cleanup<I: ClusterInfra>(

@@ -92,6 +92,36 @@ pub async fn resolve_image_ref(
     }))
 }
 
+/// What an `imageRef` gives one pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageRefPass {
+    /// Not a reference, or already resolved (`status...resolved.imageID`): the cloud
+    /// half goes on as it is.
+    Unchanged,
+    /// Boot this Glance image.
+    Id(String),
+    /// Wait, for this reason.
+    Waiting(String),
+}
+
+/// Resolves `image` once, as CAPO records it: after the server's image is in its
+/// status (`already_resolved`), the Image object is not read again.
+pub async fn image_ref_pass(
+    client: &Client,
+    namespace: &str,
+    image: &ImageParam,
+    already_resolved: bool,
+) -> Result<ImageRefPass, kube::Error> {
+    if already_resolved {
+        return Ok(ImageRefPass::Unchanged);
+    }
+    Ok(match resolve_image_ref(client, namespace, image).await? {
+        None => ImageRefPass::Unchanged,
+        Some(ImageRefState::Available(id)) => ImageRefPass::Id(id),
+        Some(ImageRefState::Waiting(message)) => ImageRefPass::Waiting(message),
+    })
+}
+
 /// `image` with the resolved Glance ID in place of its reference.
 pub fn with_id(id: String) -> ImageParam {
     ImageParam {

@@ -24,7 +24,7 @@ use super::capi::{self, CapiResources};
 use super::cluster::Timing;
 use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
-use super::image::{self, ImageRefState};
+use super::image::{self, ImageRefPass};
 use super::status::PatchStatusSink;
 use super::watch;
 use crate::infra::api::machine::MachineInitialization;
@@ -333,15 +333,20 @@ async fn apply<I: MachineInfra>(
         Err(IdentityError::Api(e)) => return Err(e.into()),
     };
     let resolved_ref;
-    let osm = match image_ref(osm, ctx, ns).await? {
-        ImageRef::None => osm,
-        ImageRef::Id(id) => {
+    let already = osm
+        .status
+        .as_ref()
+        .and_then(|s| s.resolved.as_ref())
+        .is_some_and(|r| r.image_id.is_some());
+    let osm = match image::image_ref_pass(&ctx.client, ns, &osm.spec.image, already).await? {
+        ImageRefPass::Unchanged => osm,
+        ImageRefPass::Id(id) => {
             let mut with_id = osm.clone();
             with_id.spec.image = image::with_id(id);
             resolved_ref = with_id;
             &resolved_ref
         }
-        ImageRef::Waiting(message) => {
+        ImageRefPass::Waiting(message) => {
             tracing::debug!(%message, "waiting for the ORC Image");
             waiting(&sink, image::WAITING_FOR_IMAGE, &message).await?;
             return Ok((Action::requeue(WAITING), ReconcileOutcome::waiting));
@@ -385,38 +390,6 @@ async fn apply<I: MachineInfra>(
     sink.write(&status).await?;
     let action = Action::requeue(outcome.requeue_after.unwrap_or(ctx.timing.resync));
     Ok((action, ReconcileOutcome::success))
-}
-
-/// What `spec.image.imageRef` gives this pass.
-enum ImageRef {
-    /// Not a reference, or already resolved into `status.resolved.imageID`.
-    None,
-    Id(String),
-    Waiting(String),
-}
-
-/// Resolves an ORC `Image` reference once, as CAPO records it: after the server's
-/// image is in `status.resolved`, the Image object is not read again.
-async fn image_ref<I: MachineInfra>(
-    osm: &OpenStackMachine,
-    ctx: &MachineContext<I>,
-    ns: &str,
-) -> Result<ImageRef, ReconcileError> {
-    let resolved = osm
-        .status
-        .as_ref()
-        .and_then(|s| s.resolved.as_ref())
-        .is_some_and(|r| r.image_id.is_some());
-    if resolved {
-        return Ok(ImageRef::None);
-    }
-    Ok(
-        match image::resolve_image_ref(&ctx.client, ns, &osm.spec.image).await? {
-            None => ImageRef::None,
-            Some(ImageRefState::Available(id)) => ImageRef::Id(id),
-            Some(ImageRefState::Waiting(message)) => ImageRef::Waiting(message),
-        },
-    )
 }
 
 /// Ready=False with why the machine waits, written only when it changes.
