@@ -135,6 +135,11 @@ pub struct ServeArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "STACKHOOK_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
+    /// Reconcile only objects whose `cluster.x-k8s.io/watch-filter` label has this
+    /// value (CAPI's and CAPO's `--watch-filter`), to split clusters between managers.
+    /// Each value elects its own leader: the Lease is `<leader-election-id>-<value>`.
+    #[arg(long, env = "STACKHOOK_WATCH_FILTER", value_parser = parse_watch_filter)]
+    pub watch_filter: Option<String>,
     /// Run the controllers only on the replica that holds a Lease.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub leader_election: bool,
@@ -303,4 +308,22 @@ impl HandlerConfig {
     pub fn settings_for(&self, handler: &str) -> HandlerSettings {
         self.handlers.get(handler).copied().unwrap_or(self.defaults)
     }
+}
+
+/// A watch-filter is a label value: at most 63 characters of `[A-Za-z0-9._-]`,
+/// starting and ending with a letter or digit (empty means no filter).
+fn parse_watch_filter(value: &str) -> Result<String, String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ends_ok = |c: Option<char>| c.is_none_or(|c| c.is_ascii_alphanumeric());
+    if value.len() > 63
+        || !value.chars().all(ok_char)
+        || !ends_ok(value.chars().next())
+        || !ends_ok(value.chars().last())
+    {
+        return Err(format!(
+            "{value:?} is not a label value (at most 63 of A-Z a-z 0-9 . _ -, \
+             beginning and ending with a letter or digit)"
+        ));
+    }
+    Ok(value.to_string())
 }

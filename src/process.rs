@@ -277,7 +277,7 @@ async fn start_controllers(
                 .leader_election_namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_string()),
-            name: cfg.leader_election_id.clone(),
+            name: leader::lease_name(&cfg.leader_election_id, cfg.watch_filter.as_deref()),
             identity: leader::default_identity(),
             lease_duration: cfg.lease_duration,
             renew_deadline: cfg.renew_deadline,
@@ -297,21 +297,27 @@ async fn start_controllers(
         }
     };
     tracing::info!(capi_version = %capi.cluster.version, "controllers enabled");
-    let ctx = Arc::new(ClusterContext::new(
-        client.clone(),
-        infra,
-        capi.clone(),
-        results.clone(),
-        metrics.clone(),
-        Timing::default(),
-    ));
-    let machine_ctx = Arc::new(MachineContext::new(
-        client.clone(),
-        machine_infra,
-        capi,
-        metrics.clone(),
-        Timing::default(),
-    ));
+    let ctx = Arc::new(
+        ClusterContext::new(
+            client.clone(),
+            infra,
+            capi.clone(),
+            results.clone(),
+            metrics.clone(),
+            Timing::default(),
+        )
+        .with_watch_filter(cfg.watch_filter.clone()),
+    );
+    let machine_ctx = Arc::new(
+        MachineContext::new(
+            client.clone(),
+            machine_infra,
+            capi,
+            metrics.clone(),
+            Timing::default(),
+        )
+        .with_watch_filter(cfg.watch_filter.clone()),
+    );
     let namespace = cfg.watch_namespace.clone();
     let concurrency = cfg.concurrency;
     match lease {

@@ -703,7 +703,7 @@ fn a_floating_ip_pool_reference_is_refused_before_any_create() {
             machine_support::try_converge_machine(&infra, &scope, &mut osm, &id, false)
                 .await
                 .unwrap_err();
-        assert_eq!(reason, "InvalidMachineSpec");
+        assert_eq!(reason, "FloatingIPPoolNotSupported");
         assert!(
             message.contains("OpenStackFloatingIPPool public"),
             "{message}"
@@ -711,7 +711,10 @@ fn a_floating_ip_pool_reference_is_refused_before_any_create() {
         let sent = calls() - start;
         assert_eq!(sent.writes, 0, "{sent:?}");
         let status = osm.status.unwrap();
-        assert_eq!(status.failure_reason.as_deref(), Some("InvalidMachineSpec"));
+        assert_eq!(
+            status.failure_reason.as_deref(),
+            Some("FloatingIPPoolNotSupported")
+        );
         assert_eq!(status.instance_id, None);
     });
 }

@@ -141,10 +141,6 @@ fn defaults_are_exactly_capos() {
         .collect();
     let expected: BTreeSet<String> = [
         ".spec.apiServerLoadBalancer.enabled=true",
-        ".spec.apiServerLoadBalancer.monitor.delay=10",
-        ".spec.apiServerLoadBalancer.monitor.maxRetries=5",
-        ".spec.apiServerLoadBalancer.monitor.maxRetriesDown=3",
-        ".spec.apiServerLoadBalancer.monitor.timeout=5",
         ".spec.bastion.enabled=true",
         ".spec.identityRef.type=\"Secret\"",
         ".spec.managedSecurityGroups.allowAllInClusterTraffic=false",
@@ -189,7 +185,8 @@ fn crd_metadata_matches_capo() {
         ),
     ];
     let all = crds();
-    assert_eq!(all.len(), 4);
+    // The four above, then OpenStackClusterIdentity (its own test below).
+    assert_eq!(all.len(), 5);
     for (c, (kind, plural, short, status, columns)) in all.iter().zip(expected) {
         assert_eq!(c.spec.names.kind, kind);
         assert_eq!(
@@ -264,8 +261,11 @@ fn yaml_output_is_deterministic_and_applies_back() {
     assert_eq!(a, b);
     assert_eq!(stackhook::infra::crds_yaml(), a);
     let docs: Vec<&str> = a.split("---\n").filter(|d| !d.trim().is_empty()).collect();
-    assert_eq!(docs.len(), 4);
-    for (doc, kind) in docs.iter().zip(KINDS) {
+    assert_eq!(docs.len(), 5);
+    for (doc, kind) in docs
+        .iter()
+        .zip(KINDS.into_iter().chain(["OpenStackClusterIdentity"]))
+    {
         let back: CustomResourceDefinition = serde_saphyr::from_str(doc).expect("CRD YAML parses");
         assert_eq!(back.spec.names.kind, kind);
     }
@@ -273,7 +273,7 @@ fn yaml_output_is_deterministic_and_applies_back() {
     assert!(a.contains("maximum: 65535\n"), "apiServerPort bound");
     assert!(!a.contains("65535.0"));
     assert!(!a.contains("nullable"));
-    assert_eq!(stackhook::infra::crds().len(), 4);
+    assert_eq!(stackhook::infra::crds().len(), 5);
 }
 
 #[test]
@@ -372,9 +372,22 @@ fn empty_objects_get_capos_defaults_in_schema_and_rust_alike() {
         defaulted["spec"]["apiServerLoadBalancer"]["enabled"],
         json!(true)
     );
+    // CAPO's CRD has no monitor defaults (its code has): neither has ours.
     assert_eq!(
         defaulted["spec"]["apiServerLoadBalancer"]["monitor"],
-        json!({"delay": 10, "timeout": 5, "maxRetries": 5, "maxRetriesDown": 3})
+        json!({})
+    );
+    let osc: OpenStackCluster = serde_json::from_value(defaulted.clone()).unwrap();
+    let m = osc
+        .spec
+        .api_server_load_balancer
+        .unwrap()
+        .monitor
+        .unwrap()
+        .settings();
+    assert_eq!(
+        (m.delay, m.timeout, m.max_retries, m.max_retries_down),
+        (10, 5, 5, 3)
     );
     assert_eq!(defaulted["spec"]["bastion"]["enabled"], json!(true));
     assert_eq!(defaulted["spec"]["identityRef"]["type"], json!("Secret"));
@@ -466,4 +479,61 @@ fn fixtures_read_into_the_fields_controllers_use() {
         .node_resources["capi-quickstart-control-plane-82xck"]
         .reserved;
     assert_eq!(reserved.get("memory").map(|q| q.0.as_str()), Some("1Gi"));
+}
+
+/// `identityRef.type: ClusterIdentity` needs CAPO's cluster-scoped kind: same name,
+/// scope, version and fields, and no CAPI contract label (no CAPI object names it).
+#[test]
+fn cluster_identity_crd_is_capos() {
+    let c = crd("OpenStackClusterIdentity");
+    assert_eq!(
+        c.metadata.name.as_deref(),
+        Some("openstackclusteridentities.infrastructure.cluster.x-k8s.io")
+    );
+    assert_eq!(c.spec.scope, "Cluster");
+    assert_eq!(c.spec.names.short_names, Some(vec!["osci".to_string()]));
+    let versions: Vec<(&str, bool, bool)> = c
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.served, v.storage))
+        .collect();
+    assert_eq!(versions, [("v1alpha1", true, true)]);
+    assert!(
+        c.spec.versions[0].subresources.is_none(),
+        "CAPO's has no status"
+    );
+    assert!(c
+        .metadata
+        .labels
+        .as_ref()
+        .is_none_or(|l| !l.contains_key("cluster.x-k8s.io/v1beta1")));
+    let s = schema("OpenStackClusterIdentity");
+    assert_eq!(check_structural(&s), Vec::new());
+    let spec = &s["properties"]["spec"];
+    assert_eq!(spec["required"], json!(["secretRef"]));
+    assert_eq!(
+        spec["properties"]["secretRef"]["required"],
+        json!(["name", "namespace"])
+    );
+    let selector = &spec["properties"]["namespaceSelector"];
+    assert_eq!(selector["x-kubernetes-map-type"], "atomic");
+    assert_eq!(
+        selector["properties"]["matchLabels"]["additionalProperties"]["type"],
+        "string"
+    );
+    let good = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "OpenStackClusterIdentity", "metadata": {"name": "shared"},
+        "spec": {"secretRef": {"name": "creds", "namespace": "capo-system"},
+                 "namespaceSelector": {"matchLabels": {"tenant": "blue"}}}});
+    assert_eq!(schema_errors(&s, &good), Vec::<String>::new());
+    let mut bad = good.clone();
+    bad["spec"]["secretRef"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    assert!(
+        !schema_errors(&s, &bad).is_empty(),
+        "secretRef.namespace is required"
+    );
 }

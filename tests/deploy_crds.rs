@@ -102,7 +102,8 @@ fn committed_crds_are_what_the_binary_prints() {
     }
     // What kubectl reads back is the same documents, in a fixed order.
     let docs = committed();
-    assert_eq!(docs.len(), 4);
+    // The four v1beta1 kinds and the v1alpha1 OpenStackClusterIdentity.
+    assert_eq!(docs.len(), 5);
     for doc in &docs {
         let _: CustomResourceDefinition =
             serde_json::from_value(doc.clone()).expect("a CustomResourceDefinition");
@@ -158,7 +159,9 @@ fn committed_crds_replace_capos_for_capi() {
         ),
     ];
     let docs = committed();
-    assert_eq!(docs.len(), expected.len());
+    // Then the cluster-scoped OpenStackClusterIdentity (tests/crds.rs checks it).
+    assert_eq!(docs.len(), expected.len() + 1);
+    assert_eq!(docs[expected.len()]["spec"]["scope"], "Cluster");
     for (crd, (kind, plural, short, status, columns)) in docs.iter().zip(expected) {
         assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1", "{kind}");
         assert_eq!(crd["kind"], "CustomResourceDefinition", "{kind}");

@@ -30,6 +30,7 @@ use super::bootstrap_vars::{self, SecretChange};
 use super::capi::{self, CapiResources};
 use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
+use super::image::{self, ImageRefPass};
 use super::status::PatchStatusSink;
 use super::watch;
 use crate::hooks::results::{ClusterResult, ClusterResults};
@@ -85,6 +86,8 @@ pub struct ClusterContext<I> {
     pub results: ClusterResults,
     pub metrics: ControllerMetrics,
     pub timing: Timing,
+    /// `--watch-filter`: reconcile only objects with this watch-filter label value.
+    pub watch_filter: Option<String>,
     backoff: Backoff,
 }
 
@@ -110,7 +113,15 @@ impl<I: ClusterInfra> ClusterContext<I> {
             results,
             metrics,
             timing,
+            watch_filter: None,
         }
+    }
+
+    /// Reconciles only the objects whose `cluster.x-k8s.io/watch-filter` label is
+    /// `filter` (CAPI's `--watch-filter`); `None` or empty reconciles all.
+    pub fn with_watch_filter(mut self, filter: Option<String>) -> Self {
+        self.watch_filter = filter.filter(|f| !f.is_empty());
+        self
     }
 }
 
@@ -225,6 +236,33 @@ async fn apply<I: ClusterInfra>(
         }
         Err(IdentityError::Api(e)) => return Err(e.into()),
     };
+    let with_bastion_image;
+    let osc = match bastion_image(osc, ctx, &scope.namespace).await? {
+        ImageRefPass::Unchanged => osc,
+        ImageRefPass::Id(id) => {
+            let mut resolved = osc.clone();
+            if let Some(spec) = resolved.spec.bastion.as_mut().and_then(|b| b.spec.as_mut()) {
+                spec.image = image::with_id(id);
+            }
+            with_bastion_image = resolved;
+            &with_bastion_image
+        }
+        ImageRefPass::Waiting(message) => {
+            tracing::debug!(%message, "waiting for the bastion's ORC Image");
+            let mut status = sink.last();
+            if !status.ready {
+                cond::mark_false(
+                    &mut status.conditions,
+                    conditions::READY,
+                    image::WAITING_FOR_IMAGE,
+                    Severity::Info,
+                    &format!("bastion: {message}"),
+                );
+                sink.write(&status).await?;
+            }
+            return Ok((Action::requeue(IMAGE_WAIT), ReconcileOutcome::waiting));
+        }
+    };
     let outcome = match ctx.infra.reconcile(&scope, osc, &identity, &sink).await {
         Ok(o) => o,
         Err(InfraError::User { reason, message }) => {
@@ -298,6 +336,34 @@ async fn apply<I: ClusterInfra>(
     }
     let action = Action::requeue(outcome.requeue_after.unwrap_or(ctx.timing.resync));
     Ok((action, ReconcileOutcome::success))
+}
+
+/// While the bastion's ORC Image is not available (the machines' wait, too).
+const IMAGE_WAIT: Duration = Duration::from_secs(10);
+
+/// The bastion's `image.imageRef`, resolved until the bastion's status records the
+/// image it booted. Only an enabled bastion's image is looked at.
+async fn bastion_image<I: ClusterInfra>(
+    osc: &OpenStackCluster,
+    ctx: &ClusterContext<I>,
+    namespace: &str,
+) -> Result<ImageRefPass, ReconcileError> {
+    let Some(spec) = osc
+        .spec
+        .bastion
+        .as_ref()
+        .filter(|b| b.enabled != Some(false))
+        .and_then(|b| b.spec.as_ref())
+    else {
+        return Ok(ImageRefPass::Unchanged);
+    };
+    let already = osc
+        .status
+        .as_ref()
+        .and_then(|s| s.bastion.as_ref())
+        .and_then(|b| b.resolved.as_ref())
+        .is_some_and(|r| r.image_id.is_some());
+    Ok(image::image_ref_pass(&ctx.client, namespace, &spec.image, already).await?)
 }
 
 async fn cleanup<I: ClusterInfra>(
@@ -389,6 +455,7 @@ pub async fn run<I: ClusterInfra>(
     };
     tracing::info!(
         namespace = namespace.unwrap_or("<all>"),
+        watch_filter = ctx.watch_filter.as_deref().unwrap_or("<none>"),
         concurrency,
         "OpenStackCluster controller starting"
     );
@@ -403,10 +470,16 @@ pub async fn run<I: ClusterInfra>(
     // Only the Secrets this controller writes, and only their metadata: an edit or a
     // deletion is what starts a pass, and their data stays out of this process.
     let secrets = watch::labelled_metadata(secret_api, bootstrap::SECRET_LABEL);
-    let (cache, oscs) = watch::cached(osc_api);
+    let (cache, oscs) = watch::cached(osc_api, ctx.watch_filter.as_deref());
     let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
     let owned = cache.clone();
     let triggers = MachineTriggers::new(cache.clone());
+    // Machines of other shards are not watched either: with a filter, a cluster's
+    // objects all carry its label, as CAPI expects of them.
+    let machine_selector = match ctx.watch_filter.as_deref() {
+        Some(f) => format!("{CLUSTER_NAME_LABEL},{}", watch::filter_selector(f)),
+        None => CLUSTER_NAME_LABEL.to_string(),
+    };
     let results = Controller::for_stream(oscs, cache)
         .with_config(ControllerRunConfig::default().concurrency(concurrency))
         .watches_stream_with(
@@ -418,7 +491,7 @@ pub async fn run<I: ClusterInfra>(
         .watches_with(
             osm_api,
             (),
-            watch::config().labels(CLUSTER_NAME_LABEL),
+            watch::config().labels(&machine_selector),
             move |osm| triggers.changed(&osm),
         )
         .graceful_shutdown_on(shutdown)

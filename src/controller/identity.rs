@@ -1,16 +1,23 @@
 //! Reads `spec.identityRef` into the [`IdentitySecret`] the cloud half gets.
 
-use k8s_openapi::api::core::v1::Secret;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
 
+use crate::infra::api::identity::OpenStackCredentialsSecretReference;
 use crate::infra::api::types::{IdentityRefType, OpenStackIdentityReference};
-use crate::infra::api::OpenStackCluster;
+use crate::infra::api::{OpenStackCluster, OpenStackClusterIdentity};
 use crate::infra::seam::IdentitySecret;
 
 /// Key of the clouds.yaml document in the identity Secret.
 pub const CLOUDS_YAML_KEY: &str = "clouds.yaml";
 /// Optional PEM bundle key in the identity Secret.
 pub const CACERT_KEY: &str = "cacert";
+
+/// Reason of the condition when a namespace may not use a ClusterIdentity.
+pub const NAMESPACE_NOT_ALLOWED: &str = "IdentityNamespaceNotAllowed";
 
 /// Why the identity could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -22,24 +29,96 @@ pub enum IdentityError {
         message: String,
     },
     /// Reading failed for a reason a retry may fix.
-    #[error("reading identity Secret: {0}")]
+    #[error("reading the identity: {0}")]
     Api(#[source] kube::Error),
 }
 
-/// Fetches the Secret named by `spec.identityRef` from the object's namespace.
+/// Fetches the Secret named by `spec.identityRef`: from the object's namespace, or,
+/// for a `ClusterIdentity`, the one the cluster-scoped OpenStackClusterIdentity names
+/// once its `namespaceSelector` admits the object's namespace (as CAPO does).
 pub async fn read_identity(
     client: &Client,
     osc: &OpenStackCluster,
 ) -> Result<IdentitySecret, IdentityError> {
     let ident = &osc.spec.identity_ref;
-    if ident.type_ != IdentityRefType::Secret {
+    let namespace = osc.namespace().unwrap_or_default();
+    match ident.type_ {
+        IdentityRefType::Secret => read_identity_secret(client, &namespace, ident).await,
+        IdentityRefType::ClusterIdentity => {
+            let secret_ref = cluster_identity_secret(client, &namespace, &ident.name).await?;
+            let from_secret = OpenStackIdentityReference {
+                name: secret_ref.name,
+                ..ident.clone()
+            };
+            read_identity_secret(client, &secret_ref.namespace, &from_secret).await
+        }
+    }
+}
+
+/// The Secret an OpenStackClusterIdentity points at, if `namespace` may use it.
+async fn cluster_identity_secret(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<OpenStackCredentialsSecretReference, IdentityError> {
+    let identities: Api<OpenStackClusterIdentity> = Api::all(client.clone());
+    let identity = match identities.get_opt(name).await {
+        Ok(Some(i)) => i,
+        Ok(None) => {
+            return Err(IdentityError::User {
+                reason: "IdentityNotFound",
+                message: format!("OpenStackClusterIdentity {name} does not exist"),
+            })
+        }
+        Err(e) => return Err(IdentityError::Api(e)),
+    };
+    let labels = if identity.spec.namespace_selector.is_some() {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        match namespaces.get_opt(namespace).await {
+            Ok(ns) => ns.and_then(|n| n.metadata.labels).unwrap_or_default(),
+            Err(e) => return Err(IdentityError::Api(e)),
+        }
+    } else {
+        BTreeMap::new()
+    };
+    admitted_secret(&identity, namespace, &labels)
+}
+
+/// The pure part of [`cluster_identity_secret`]: `namespace` (with `labels`) may use
+/// `identity` when its selector is absent or matches them.
+pub fn admitted_secret(
+    identity: &OpenStackClusterIdentity,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<OpenStackCredentialsSecretReference, IdentityError> {
+    let name = identity.name_any();
+    if let Some(selector) = &identity.spec.namespace_selector {
+        let selector = Selector::try_from(selector.clone()).map_err(|e| IdentityError::User {
+            reason: "InvalidIdentity",
+            message: format!(
+                "OpenStackClusterIdentity {name} has an invalid namespaceSelector: {e}"
+            ),
+        })?;
+        if !selector.matches(labels) {
+            return Err(IdentityError::User {
+                reason: NAMESPACE_NOT_ALLOWED,
+                message: format!(
+                    "namespace {namespace:?} is not allowed to use OpenStackClusterIdentity {name:?}: \
+                     its labels do not match the identity's namespaceSelector ({selector})"
+                ),
+            });
+        }
+    }
+    let secret_ref = identity.spec.secret_ref.clone();
+    if secret_ref.name.is_empty() || secret_ref.namespace.is_empty() {
         return Err(IdentityError::User {
-            reason: "UnsupportedIdentityType",
-            message: "identityRef.type ClusterIdentity is not supported; use a Secret in the same namespace".into(),
+            reason: "InvalidIdentity",
+            message: format!(
+                "OpenStackClusterIdentity {name} needs secretRef.name and secretRef.namespace"
+            ),
         });
     }
-    let namespace = osc.namespace().unwrap_or_default();
-    read_identity_secret(client, &namespace, ident).await
+    Ok(secret_ref)
 }
 
 /// Fetches the Secret `ident` names from `namespace`: for callers that have the
@@ -284,5 +363,75 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    fn cluster_identity(selector: Option<serde_json::Value>) -> OpenStackClusterIdentity {
+        let mut spec =
+            serde_json::json!({"secretRef": {"name": "creds", "namespace": "capo-system"}});
+        if let Some(sel) = selector {
+            spec["namespaceSelector"] = sel;
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "OpenStackClusterIdentity",
+            "metadata": {"name": "shared"},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn cluster_identity_without_selector_admits_every_namespace() {
+        let got = admitted_secret(&cluster_identity(None), "anything", &labels(&[])).unwrap();
+        assert_eq!(
+            (got.namespace.as_str(), got.name.as_str()),
+            ("capo-system", "creds")
+        );
+    }
+
+    #[test]
+    fn cluster_identity_selector_admits_matching_namespaces_only() {
+        let id = cluster_identity(Some(serde_json::json!({
+            "matchLabels": {"tenant": "blue"},
+            "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "stage"]}]
+        })));
+        assert!(admitted_secret(&id, "a", &labels(&[("tenant", "blue"), ("env", "prod")])).is_ok());
+        for refused in [
+            labels(&[("tenant", "blue"), ("env", "dev")]),
+            labels(&[("tenant", "red"), ("env", "prod")]),
+            labels(&[]),
+        ] {
+            match admitted_secret(&id, "team-a", &refused) {
+                Err(IdentityError::User { reason, message }) => {
+                    assert_eq!(reason, NAMESPACE_NOT_ALLOWED);
+                    assert!(
+                        message.contains("\"team-a\"") && message.contains("\"shared\""),
+                        "{message}"
+                    );
+                }
+                other => panic!("{refused:?} admitted: {other:?}"),
+            }
+        }
+        // An empty selector selects everything, as Kubernetes reads it.
+        let all = cluster_identity(Some(serde_json::json!({})));
+        assert!(admitted_secret(&all, "a", &labels(&[])).is_ok());
+    }
+
+    #[test]
+    fn cluster_identity_with_a_broken_selector_is_a_user_error() {
+        let id = cluster_identity(Some(serde_json::json!({
+            "matchExpressions": [{"key": "env", "operator": "Sometimes", "values": ["x"]}]
+        })));
+        match admitted_secret(&id, "a", &labels(&[("env", "x")])) {
+            Err(IdentityError::User { reason, .. }) => assert_eq!(reason, "InvalidIdentity"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -74,6 +74,32 @@ impl LeaseSettings {
     }
 }
 
+/// The Lease of one shard: `id` alone without a watch-filter, else `<id>-<filter>`
+/// (lowercased, `_` and `.` as `-`, as a Lease name allows), so managers of different
+/// shards elect their leaders independently. When that spelling changed the
+/// filter, a short hash of the filter as given keeps `Shard_A` and `shard-a` apart.
+pub fn lease_name(id: &str, watch_filter: Option<&str>) -> String {
+    let Some(filter) = watch_filter.filter(|f| !f.is_empty()) else {
+        return id.to_string();
+    };
+    let spelled: String = filter
+        .chars()
+        .map(|c| match c {
+            '_' | '.' => '-',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect();
+    if spelled == filter {
+        format!("{id}-{spelled}")
+    } else {
+        // FNV-1a: stable across builds and platforms, unlike std's hasher.
+        let hash = filter.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{id}-{spelled}-{:08x}", hash as u32)
+    }
+}
+
 /// The host part of identities and Event reporters: the pod name where set.
 pub fn default_identity_host() -> Option<String> {
     ["POD_NAME", "HOSTNAME"]
@@ -358,6 +384,34 @@ pub async fn run_elected<F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_watch_filter_has_its_own_lease() {
+        let id = "stackhook-controllers";
+        assert_eq!(lease_name(id, None), id);
+        assert_eq!(lease_name(id, Some("")), id);
+        assert_eq!(
+            lease_name(id, Some("shard-a")),
+            "stackhook-controllers-shard-a"
+        );
+        let names: std::collections::BTreeSet<String> =
+            ["shard-a", "shard-b", "Shard-A", "shard_a", "shard.a", "7"]
+                .iter()
+                .map(|f| lease_name(id, Some(f)))
+                .collect();
+        assert_eq!(names.len(), 6, "{names:?}");
+        assert!(!names.contains(id));
+        // Every one is a valid Lease (DNS subdomain) name.
+        let dns = regex::Regex::new(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$").unwrap();
+        for n in &names {
+            assert!(dns.is_match(n) && n.len() <= 253, "{n}");
+        }
+        // Stable: a restarted manager finds its shard's Lease again.
+        assert_eq!(
+            lease_name(id, Some("Shard_A")),
+            lease_name(id, Some("Shard_A"))
+        );
+    }
 
     fn settings(d: u64, r: u64, p: u64) -> LeaseSettings {
         LeaseSettings {

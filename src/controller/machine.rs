@@ -24,6 +24,7 @@ use super::capi::{self, CapiResources};
 use super::cluster::Timing;
 use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
+use super::image::{self, ImageRefPass};
 use super::status::PatchStatusSink;
 use super::watch;
 use crate::infra::api::machine::MachineInitialization;
@@ -57,6 +58,8 @@ pub struct MachineContext<I> {
     pub recorder: Recorder,
     pub metrics: ControllerMetrics,
     pub timing: Timing,
+    /// `--watch-filter`: reconcile only objects with this watch-filter label value.
+    pub watch_filter: Option<String>,
     backoff: Backoff,
 }
 
@@ -80,7 +83,15 @@ impl<I: MachineInfra> MachineContext<I> {
             capi,
             metrics,
             timing,
+            watch_filter: None,
         }
+    }
+
+    /// Reconciles only the objects whose `cluster.x-k8s.io/watch-filter` label is
+    /// `filter` (CAPI's `--watch-filter`); `None` or empty reconciles all.
+    pub fn with_watch_filter(mut self, filter: Option<String>) -> Self {
+        self.watch_filter = filter.filter(|f| !f.is_empty());
+        self
     }
 }
 
@@ -321,6 +332,26 @@ async fn apply<I: MachineInfra>(
         }
         Err(IdentityError::Api(e)) => return Err(e.into()),
     };
+    let resolved_ref;
+    let already = osm
+        .status
+        .as_ref()
+        .and_then(|s| s.resolved.as_ref())
+        .is_some_and(|r| r.image_id.is_some());
+    let osm = match image::image_ref_pass(&ctx.client, ns, &osm.spec.image, already).await? {
+        ImageRefPass::Unchanged => osm,
+        ImageRefPass::Id(id) => {
+            let mut with_id = osm.clone();
+            with_id.spec.image = image::with_id(id);
+            resolved_ref = with_id;
+            &resolved_ref
+        }
+        ImageRefPass::Waiting(message) => {
+            tracing::debug!(%message, "waiting for the ORC Image");
+            waiting(&sink, image::WAITING_FOR_IMAGE, &message).await?;
+            return Ok((Action::requeue(WAITING), ReconcileOutcome::waiting));
+        }
+    };
     let mut scope = scope(&around, ns, osc);
     scope.bootstrap_data = Some(data.into());
     let outcome = match ctx.infra.reconcile(&scope, osm, &identity, &sink).await {
@@ -468,6 +499,7 @@ pub async fn run<I: MachineInfra>(
     };
     tracing::info!(
         namespace = namespace.unwrap_or("<all>"),
+        watch_filter = ctx.watch_filter.as_deref().unwrap_or("<none>"),
         concurrency,
         "OpenStackMachine controller starting"
     );
@@ -475,7 +507,7 @@ pub async fn run<I: MachineInfra>(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let (cache, osms) = watch::cached(osm_api);
+    let (cache, osms) = watch::cached(osm_api, ctx.watch_filter.as_deref());
     let machines = watch::metadata(client.clone(), namespace, &ctx.capi.machine);
     let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
     let gone = watch::deleted(gone_api);

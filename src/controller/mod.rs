@@ -11,6 +11,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod driver;
 pub mod identity;
+pub mod image;
 pub mod leader;
 pub mod machine;
 pub mod status;
@@ -30,6 +31,8 @@ pub struct ControllerConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Watch one namespace instead of all.
     pub watch_namespace: Option<String>,
+    /// Reconcile only objects with this `cluster.x-k8s.io/watch-filter` label value.
+    pub watch_filter: Option<String>,
     pub leader_election: bool,
     /// Namespace of the Lease; the client's default namespace when unset
     /// (the pod's own namespace in-cluster).
@@ -57,6 +60,7 @@ impl ControllerConfig {
         Some(ControllerConfig {
             kubeconfig: args.kubeconfig.clone(),
             watch_namespace: args.watch_namespace.clone().filter(|n| !n.is_empty()),
+            watch_filter: args.watch_filter.clone().filter(|f| !f.is_empty()),
             leader_election: args.leader_election,
             leader_election_namespace: args
                 .leader_election_namespace
@@ -142,6 +146,23 @@ mod tests {
         assert_eq!(c.concurrency, 10);
         assert_eq!(c.watch_page_size, 50);
         assert_eq!(c.watch_namespace, None);
+        assert_eq!(c.watch_filter, None);
+    }
+
+    #[test]
+    fn watch_filter_is_a_label_value() {
+        let c = cfg(&["--controllers", "--watch-filter", "shard-a"]).unwrap();
+        assert_eq!(c.watch_filter.as_deref(), Some("shard-a"));
+        assert_eq!(
+            cfg(&["--controllers", "--watch-filter", ""])
+                .unwrap()
+                .watch_filter,
+            None
+        );
+        for bad in ["-a", "a b", "a/b", &"x".repeat(64)] {
+            let r = Cli::try_parse_from(["serve", "--controllers", "--watch-filter", bad]);
+            assert!(r.is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

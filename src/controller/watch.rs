@@ -27,6 +27,10 @@ use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+/// CAPI's and CAPO's sharding label: with `--watch-filter=V`, only objects whose
+/// label is `V` are reconciled, so several managers can split the clusters.
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+
 /// kubectl's client-side apply copy of the whole object.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -65,10 +69,19 @@ pub fn config() -> watcher::Config {
     watcher::Config::default().page_size(PAGE.load(Ordering::Relaxed))
 }
 
+/// The label selector of `--watch-filter`: the label equal to `filter`.
+pub fn filter_selector(filter: &str) -> String {
+    format!("{WATCH_FILTER_LABEL}={filter}")
+}
+
 /// A trimmed cache of `K` and the stream of its changed objects, which a controller
-/// takes as its trigger (the stream also fills the cache).
+/// takes as its trigger (the stream also fills the cache). With a `filter`, only
+/// objects carrying it as their watch-filter label are listed and watched: every
+/// other trigger maps through this cache, and kube's controller skips what is not
+/// in it, so nothing outside the shard is reconciled.
 pub fn cached<K>(
     api: Api<K>,
+    filter: Option<&str>,
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -77,7 +90,11 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, config())
+    let config = match filter {
+        Some(f) => config().labels(&filter_selector(f)),
+        None => config(),
+    };
+    let stream = watcher(api, config)
         .default_backoff()
         .modify(trim::<K>)
         .reflect(writer)

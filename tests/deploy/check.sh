@@ -530,6 +530,8 @@ CAPO_CRDS = {
     "openstackmachines": ("OpenStackMachine", "osm", True),
     "openstackmachinetemplates": ("OpenStackMachineTemplate", "osmt", True),
 }
+# Cluster-scoped credentials (identityRef.type ClusterIdentity), v1alpha1 only, no status.
+IDENTITY_CRD = ("openstackclusteridentities", "OpenStackClusterIdentity", "osci")
 READ = {"get", "list", "watch"}
 # (group, resource) -> verbs the controllers need: cluster-wide, and in their namespace.
 NEEDED = {
@@ -542,9 +544,14 @@ NEEDED = {
     (INFRA, "openstackmachines/finalizers"): {"update"},
     (INFRA, "openstackclustertemplates"): READ,
     (INFRA, "openstackmachinetemplates"): READ,
+    (INFRA, "openstackclusteridentities"): READ,
     ("cluster.x-k8s.io", "clusters"): READ,
     ("cluster.x-k8s.io", "machines"): READ,
     ("", "secrets"): READ | {"create", "update"},
+    # A ClusterIdentity's namespaceSelector is matched against the namespace's labels.
+    ("", "namespaces"): {"get"},
+    # image.imageRef: the ORC Image's status.id.
+    ("openstack.k-orc.cloud", "images"): {"get"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 NEEDED_NS = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
@@ -553,6 +560,9 @@ CEILING = {
     **{(INFRA, res): READ | {"update", "patch"} for res in CAPO_CRDS},
     **{(INFRA, f"{res}/status"): {"get", "update", "patch"} for res in CAPO_CRDS},
     **{(INFRA, f"{res}/finalizers"): {"update"} for res in CAPO_CRDS},
+    (INFRA, IDENTITY_CRD[0]): READ,
+    ("", "namespaces"): {"get", "list"},
+    ("openstack.k-orc.cloud", "images"): READ,
     ("cluster.x-k8s.io", "clusters"): READ,
     ("cluster.x-k8s.io", "machines"): READ,
     # Written: only the <cluster>-bootstrap-vars Secrets; never deleted (owner GC).
@@ -591,7 +601,16 @@ def controller_checks(r, docs, exp, flags, rules, ns_rules):
         return
 
     # The CRDs replace CAPO's: same names, contract label, v1beta1 served and stored.
-    c(len(crds) == len(CAPO_CRDS), f"expected {len(CAPO_CRDS)} CRDs, found {len(crds)}")
+    c(len(crds) == len(CAPO_CRDS) + 1, f"expected {len(CAPO_CRDS) + 1} CRDs, found {len(crds)}")
+    plural, kind, short = IDENTITY_CRD
+    found = find(docs, "CustomResourceDefinition", f"{plural}.{INFRA}")
+    if c(len(found) == 1, f"CRD {plural}.{INFRA} is missing"):
+        spec = found[0].get("spec") or {}
+        names = spec.get("names") or {}
+        c(spec.get("scope") == "Cluster" and names.get("kind") == kind and short in (names.get("shortNames") or []),
+          f"CRD {plural}.{INFRA}: scope/kind/short names are {spec.get('scope')}/{names.get('kind')}/{names.get('shortNames')}")
+        served = [v.get("name") for v in spec.get("versions") or [] if v.get("served") and v.get("storage")]
+        c(served == ["v1alpha1"], f"CRD {plural}.{INFRA}: served and stored versions {served}, expected v1alpha1 as CAPO")
     for plural, (kind, short, has_status) in CAPO_CRDS.items():
         name = f"{plural}.{INFRA}"
         found = find(docs, "CustomResourceDefinition", name)

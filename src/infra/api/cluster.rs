@@ -20,18 +20,6 @@ use super::types::{
 fn some_true() -> Option<bool> {
     Some(true)
 }
-fn default_monitor_delay() -> i64 {
-    10
-}
-fn default_monitor_timeout() -> i64 {
-    5
-}
-fn default_monitor_max_retries() -> i64 {
-    5
-}
-fn default_monitor_max_retries_down() -> i64 {
-    3
-}
 
 /// An allocation range inside a managed subnet.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -64,35 +52,48 @@ pub struct ExternalRouterIpParam {
     pub subnet: SubnetParam,
 }
 
-/// Octavia health monitor settings for each API listener's pool.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+// Like CAPO's CRD, the schema has no defaults here (CAPO defaults in code): a schema
+// default would change how every stored object reads once these CRDs replace CAPO's.
+/// Octavia health monitor settings for each API listener's pool; unset fields take
+/// CAPO's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiServerLoadBalancerMonitor {
-    /// Seconds between probes.
-    #[serde(default = "default_monitor_delay")]
+    /// Seconds between probes (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
+    pub delay: Option<i64>,
+    /// Seconds a probe may take (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub timeout: Option<i64>,
+    /// Successes before a member is up again (Octavia allows 1–10; default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10))]
+    pub max_retries: Option<i64>,
+    /// Failures before a member is down (Octavia allows 1–10; default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10))]
+    pub max_retries_down: Option<i64>,
+}
+
+/// A monitor's settings with the defaults filled in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MonitorSettings {
     pub delay: i64,
-    /// Seconds a probe may take.
-    #[serde(default = "default_monitor_timeout")]
-    #[schemars(range(min = 0))]
     pub timeout: i64,
-    /// Successes before a member is up again (Octavia allows 1–10).
-    #[serde(default = "default_monitor_max_retries")]
-    #[schemars(range(min = 1, max = 10))]
     pub max_retries: i64,
-    /// Failures before a member is down (Octavia allows 1–10).
-    #[serde(default = "default_monitor_max_retries_down")]
-    #[schemars(range(min = 1, max = 10))]
     pub max_retries_down: i64,
 }
 
-impl Default for ApiServerLoadBalancerMonitor {
-    fn default() -> Self {
-        Self {
-            delay: default_monitor_delay(),
-            timeout: default_monitor_timeout(),
-            max_retries: default_monitor_max_retries(),
-            max_retries_down: default_monitor_max_retries_down(),
+impl ApiServerLoadBalancerMonitor {
+    /// The settings sent to Octavia: each unset field as CAPO defaults it.
+    pub fn settings(&self) -> MonitorSettings {
+        MonitorSettings {
+            delay: self.delay.unwrap_or(10),
+            timeout: self.timeout.unwrap_or(5),
+            max_retries: self.max_retries.unwrap_or(5),
+            max_retries_down: self.max_retries_down.unwrap_or(3),
         }
     }
 }
@@ -642,7 +643,7 @@ mod tests {
     fn defaults_follow_capo() {
         assert_eq!(ApiServerLoadBalancer::default().enabled, Some(true));
         assert_eq!(Bastion::default().enabled, Some(true));
-        let m = ApiServerLoadBalancerMonitor::default();
+        let m = ApiServerLoadBalancerMonitor::default().settings();
         assert_eq!(
             (m.delay, m.timeout, m.max_retries, m.max_retries_down),
             (10, 5, 5, 3)

@@ -1,10 +1,12 @@
 //! `infrastructure.cluster.x-k8s.io/v1beta1`: OpenStackCluster,
 //! OpenStackClusterTemplate, OpenStackMachine and OpenStackMachineTemplate,
 //! field-compatible with CAPO v0.14 so that CAPI, clusterctl, ClusterClasses
-//! and existing manifests work unchanged, plus our `extensions` fields.
+//! and existing manifests work unchanged, plus our `extensions` fields; and
+//! `v1alpha1` OpenStackClusterIdentity, CAPO's cluster-scoped credentials.
 
 pub mod cluster;
 pub mod extensions;
+pub mod identity;
 pub mod machine;
 pub mod names;
 pub mod schema;
@@ -22,6 +24,7 @@ pub use cluster::{
     OpenStackCluster, OpenStackClusterSpec, OpenStackClusterStatus, OpenStackClusterTemplate,
     OpenStackClusterTemplateSpec,
 };
+pub use identity::{OpenStackClusterIdentity, OpenStackClusterIdentitySpec};
 pub use machine::{
     OpenStackMachine, OpenStackMachineSpec, OpenStackMachineStatus, OpenStackMachineTemplate,
     OpenStackMachineTemplateSpec, OpenStackMachineTemplateStatus,
@@ -51,6 +54,7 @@ fn raw_crds() -> Vec<CustomResourceDefinition> {
         OpenStackClusterTemplate::crd(),
         OpenStackMachine::crd(),
         OpenStackMachineTemplate::crd(),
+        OpenStackClusterIdentity::crd(),
     ]
 }
 
@@ -87,10 +91,14 @@ fn finish(crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, Crd
         strategy: "None".to_owned(),
         webhook: None,
     });
-    crd.metadata
-        .labels
-        .get_or_insert_with(BTreeMap::new)
-        .insert(names::CONTRACT_LABEL.to_owned(), names::VERSION.to_owned());
+    // The contract label tells CAPI which version of a kind it references; no CAPI
+    // object references an identity, and its only version is not the contract's.
+    if crd.spec.versions.iter().any(|v| v.name == names::VERSION) {
+        crd.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(names::CONTRACT_LABEL.to_owned(), names::VERSION.to_owned());
+    }
     Ok(crd)
 }
 
@@ -110,12 +118,12 @@ fn add_root_properties(schema: &mut Value) {
     }
 }
 
-/// The four CRDs, ready to apply, or the first reason one is not.
+/// The CRDs, ready to apply, or the first reason one is not.
 pub fn try_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     raw_crds().into_iter().map(finish).collect()
 }
 
-/// The four CRDs, ready to apply. The post-processing is covered by tests, so
+/// The CRDs, ready to apply. The post-processing is covered by tests, so
 /// a failure here is a bug: it is logged and the unprocessed CRD is returned
 /// rather than none at all.
 pub fn crds() -> Vec<CustomResourceDefinition> {

@@ -224,7 +224,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             lb.allowed_cidrs = allowed.clone().unwrap_or_default();
         }
         let algorithm = algorithm(&balancer.provider);
-        let monitor = spec.monitor.clone().unwrap_or_default();
+        let monitor = spec.monitor.clone().unwrap_or_default().settings();
         let ports = self.api_ports(&spec);
         let lb_filter = [("loadbalancer_id", balancer.id.clone())];
         let listeners: Vec<lb::Listener> = octavia
@@ -376,7 +376,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     /// A health monitor as created on its own (plus `pool_id`) or inside
     /// its pool.
     fn monitor_body(&self, name: &str, spec: &ApiServerLoadBalancer) -> Value {
-        let monitor = spec.monitor.clone().unwrap_or_default();
+        let monitor = spec.monitor.clone().unwrap_or_default().settings();
         json!({
             "delay": monitor.delay,
             "timeout": monitor.timeout,

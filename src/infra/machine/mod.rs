@@ -40,6 +40,9 @@ use crate::infra::seam::{
 };
 use reserve::ReservePolicy;
 
+/// Reason (and `failureReason`) of a machine with a `floatingIPPoolRef`.
+pub const FLOATING_IP_POOL_NOT_SUPPORTED: &str = "FloatingIPPoolNotSupported";
+
 /// While Nova builds or deletes a server (CAPO requeues after 15 s; a server usually
 /// needs a few).
 pub const SERVER_REQUEUE: Duration = Duration::from_secs(5);
@@ -175,7 +178,9 @@ pub(crate) async fn resolve_image<C: CloudClients>(
     let Some(filter) = &image.filter else {
         return Err(user(
             invalid,
-            format!("{whose} image needs an id or a filter (imageRef is not supported)"),
+            format!(
+                "{whose} image needs an id, a filter, or (for an OpenStackMachine) an imageRef"
+            ),
         ));
     };
     let mut query: Vec<(&str, String)> = Vec::new();
@@ -301,14 +306,15 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             });
         }
         if let Some(pool) = &self.spec.floating_ip_pool_ref {
-            // CAPO serves these pools with an IPAM provider of its own
-            // (OpenStackFloatingIPPool), which this controller does not run.
+            // CAPO serves these pools as a CAPI IPAM provider of its own
+            // (OpenStackFloatingIPPool, IPAddressClaims), which this controller does
+            // not run; refused before any cloud call (README, "floatingIPPoolRef").
             return Err(user(
-                "InvalidMachineSpec",
+                FLOATING_IP_POOL_NOT_SUPPORTED,
                 format!(
                     "floatingIPPoolRef ({} {}) is not supported: no controller here serves \
-                     floating IP pools; control-plane machines of a cluster without a load \
-                     balancer get the API floating IP",
+                     OpenStackFloatingIPPools (CAPO's IPAM provider); remove it, or give the \
+                     cluster an API load balancer or API floating IP instead",
                     pool.kind, pool.name
                 ),
             ));
