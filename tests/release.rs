@@ -282,7 +282,13 @@ fn components_follow_the_provider_contract() {
             ] {
                 assert!(names.contains(k), "{file}: no CRD for {k}");
             }
+            // The kinds CAPI references carry the contract label it resolves their
+            // version by (the identity kind, v1alpha1 only, has no v1beta1 to name).
             for c in &crd_objs {
+                let kind = c["spec"]["names"]["kind"].as_str().unwrap_or_default();
+                if kind == "OpenStackClusterIdentity" {
+                    continue;
+                }
                 assert_eq!(
                     c["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"], "v1beta1",
                     "{file}: CRD {} lacks the contract label",
