@@ -120,6 +120,30 @@ impl Templates {
         })
     }
 
+    /// The template `kind`/`name`, as read.
+    pub fn raw(&self, kind: &str, name: &str) -> Option<&Value> {
+        self.by_kind_name.get(&(kind.to_string(), name.to_string()))
+    }
+
+    /// Puts (or, with `None`, removes) the template `kind`/`name`: `stackhook plan`
+    /// swaps single templates between two sets to find which edit caused a change.
+    pub fn set(&mut self, kind: &str, name: &str, template: Option<Value>) {
+        let key = (kind.to_string(), name.to_string());
+        match template {
+            Some(t) => {
+                self.by_kind_name.insert(key, t);
+            }
+            None => {
+                self.by_kind_name.remove(&key);
+            }
+        }
+    }
+
+    /// Every template, by kind and name.
+    pub fn iter(&self) -> impl Iterator<Item = (&(String, String), &Value)> {
+        self.by_kind_name.iter()
+    }
+
     fn get(&self, class: &ClusterClass, r: &TemplateRef) -> Result<Value, String> {
         let at = format!("ClusterClass {}: {}", class.name, r.field);
         let t = self
