@@ -455,6 +455,8 @@ enum Cause {
     ClassPatch {
         name: String,
         old: Option<ClassPatch>,
+        /// The new patch, as [`describe_patch`] names it.
+        new: String,
     },
     Template {
         kind: String,
@@ -529,12 +531,13 @@ impl Cause {
                     format!("variable {name}{at}: {} → {}", short(old), short(new))
                 }
             }
-            Cause::ClassPatch { name, old } => match old {
+            Cause::ClassPatch { name, old, new } => match old {
                 None => format!("ClusterClass {class}: patch {name} added"),
-                Some(p) => format!(
-                    "ClusterClass {class}: patch {name} ({}) changed",
+                Some(p) if describe_patch(p) != *new => format!(
+                    "ClusterClass {class}: patch {name} {} → {new}",
                     describe_patch(p)
                 ),
+                Some(_) => format!("ClusterClass {class}: patch {name} ({new}) changed"),
             },
             Cause::Template { kind, name, .. } => format!("template {kind} {name} edited"),
             Cause::ClassOther { class } => format!("ClusterClass {class}: other changes"),
@@ -569,7 +572,7 @@ impl Cause {
                     set_variable(list, name, old.clone());
                 }
             }
-            Cause::ClassPatch { name, old } => {
+            Cause::ClassPatch { name, old, .. } => {
                 let at = out.class.patches.iter().position(|p| p.name() == name);
                 match (at, old) {
                     (Some(i), Some(p)) => out.class.patches[i] = p.clone(),
@@ -677,6 +680,7 @@ fn causes(from: &Inputs, to: &Inputs) -> Vec<Cause> {
                 out.push(Cause::ClassPatch {
                     name: name.into(),
                     old: old.cloned(),
+                    new: new.map(describe_patch).unwrap_or_default(),
                 });
             }
         }
