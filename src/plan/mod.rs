@@ -49,8 +49,8 @@ pub struct ObjectSet {
     pub source: String,
     /// By `namespace/name`; a Cluster that does not parse keeps its error.
     clusters: BTreeMap<String, Result<Cluster, String>>,
-    /// By name; namespaces of classes are not told apart.
-    classes: BTreeMap<String, Result<ClusterClass, String>>,
+    /// By namespace (empty when the file names none) and name.
+    classes: BTreeMap<(String, String), Result<ClusterClass, String>>,
     templates: Templates,
 }
 
@@ -97,7 +97,12 @@ impl ObjectSet {
                 }
                 "ClusterClass" if capi => {
                     let parsed = ClusterClass::from_value(&d).map_err(|e| format!("{file}: {e}"));
-                    if classes.insert(name.clone(), parsed).is_some() {
+                    let ns = d
+                        .pointer("/metadata/namespace")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    if classes.insert((ns, name.clone()), parsed).is_some() {
                         return Err(PlanError::Source {
                             source_name: source.into(),
                             message: format!("{file}: ClusterClass {name} is defined twice"),
@@ -129,9 +134,12 @@ impl ObjectSet {
     fn inputs(&self, key: &str, capi: CapiVersion) -> Option<Result<Inputs, String>> {
         let cluster = self.clusters.get(key)?;
         Some(cluster.clone().and_then(|cluster| {
+            // The class in the Cluster's class namespace, else one written without a
+            // namespace (applied to whichever namespace the Cluster is in).
             let class = self
                 .classes
-                .get(&cluster.class)
+                .get(&(cluster.class_namespace.clone(), cluster.class.clone()))
+                .or_else(|| self.classes.get(&(String::new(), cluster.class.clone())))
                 .ok_or_else(|| {
                     format!(
                         "ClusterClass {} of Cluster {key} is not in {}",
@@ -319,18 +327,40 @@ pub fn plan(
         )));
     }
     let rules = Rules::of(options.capi);
-    let clusters = keys
-        .into_iter()
-        .map(|k| {
-            plan_cluster(
-                k,
-                from.inputs(k, options.capi),
-                to.inputs(k, options.capi),
-                engine,
-                &rules,
-            )
+    let one = |k: &String| {
+        plan_cluster(
+            k,
+            from.inputs(k, options.capi),
+            to.inputs(k, options.capi),
+            engine,
+            &rules,
+        )
+    };
+    // Clusters are independent: one thread per core, each a contiguous share, so the
+    // order stays that of the keys.
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(keys.len().max(1));
+    let clusters: Vec<ClusterPlan> = if threads <= 1 {
+        keys.iter().map(|k| one(k)).collect()
+    } else {
+        let share = keys.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = keys
+                .chunks(share)
+                .map(|chunk| scope.spawn(move || chunk.iter().map(|k| one(k)).collect::<Vec<_>>()))
+                .collect();
+            let mut out = Vec::with_capacity(keys.len());
+            for h in handles {
+                match h.join() {
+                    Ok(part) => out.extend(part),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            out
         })
-        .collect();
+    };
     Ok(Plan {
         capi_version: format!("1.{}", options.capi.minor),
         clusters,
@@ -706,6 +736,16 @@ fn causes(from: &Inputs, to: &Inputs) -> Vec<Cause> {
     out
 }
 
+/// Whether two sides would render alike: the same Cluster, class and referenced templates.
+fn same_inputs(a: &Inputs, b: &Inputs) -> bool {
+    a.capi == b.capi
+        && a.cluster == b.cluster
+        && a.class == b.class
+        && class_refs(&b.class)
+            .iter()
+            .all(|r| a.templates.raw(&r.kind, &r.name) == b.templates.raw(&r.kind, &r.name))
+}
+
 fn class_refs(c: &ClusterClass) -> Vec<&TemplateRef> {
     let mut refs = vec![&c.infrastructure, &c.control_plane];
     refs.extend(c.control_plane_machine_infrastructure.as_ref());
@@ -775,6 +815,14 @@ fn plan_cluster(
             return plan;
         }
     };
+    // The rendering is a function of its inputs: the same inputs, the same objects
+    // (the new side was rendered above, so a Cluster that no longer renders is
+    // still reported).
+    if let Some(Ok(f)) = &from {
+        if same_inputs(f, &to) {
+            return plan;
+        }
+    }
     let from = match from {
         None => {
             plan.status = Status::Created;
@@ -819,14 +867,28 @@ fn plan_cluster(
         let base = changed_paths(&rendered_from, &rendered_to);
         for cause in &all_causes {
             let reverted = cause.revert(&to, &from);
-            let Ok(r) = render_roles(&reverted, engine) else {
-                continue;
+            // Undoing the only difference gives the old inputs, hence the old objects:
+            // every field is this cause's, no render needed.
+            let now = if same_inputs(&from, &reverted) {
+                None
+            } else {
+                let Ok(r) = render_roles(&reverted, engine) else {
+                    continue;
+                };
+                Some(changed_paths(&rendered_from, &r))
             };
-            let now = changed_paths(&rendered_from, &r);
+            let none = BTreeSet::new();
             let text = cause.describe(&to.class.name);
             for t in &mut plan.templates {
-                let (Some(before), Some(after)) = (base.get(&t.role), now.get(&t.role)) else {
+                let Some(before) = base.get(&t.role) else {
                     continue;
+                };
+                let after = match &now {
+                    None => &none,
+                    Some(now) => match now.get(&t.role) {
+                        Some(a) => a,
+                        None => continue,
+                    },
                 };
                 let paths: Vec<String> = before.difference(after).cloned().collect();
                 if !paths.is_empty() {
