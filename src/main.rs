@@ -64,6 +64,43 @@ enum Command {
     /// Check a Cluster's variables against the ClusterClass, that every patch applies
     /// and that the rendered objects fit their CRDs' schemas.
     Validate(ValidateArgs),
+    /// What changing Clusters, ClusterClasses or templates will make CAPI do: template
+    /// rotations, machine rollouts, changes in place. Exit status 0 no change, 2
+    /// changes with rollouts, 3 changes without rollouts, 1 error or invalid input.
+    Plan(PlanArgs),
+}
+
+#[derive(clap::Args)]
+struct PlanArgs {
+    /// The current side: a directory (or file) of Clusters, ClusterClasses and
+    /// templates, or a Git revision (`REV:PATH`, or `REV` for the path of `--to`).
+    #[arg(long, required_unless_present = "kubeconfig")]
+    from: Option<String>,
+    /// The proposed side, in the same forms as `--from`.
+    #[arg(long)]
+    to: String,
+    /// Take the current side from the management cluster of this kubeconfig instead.
+    #[arg(long, conflicts_with = "from")]
+    kubeconfig: Option<PathBuf>,
+    /// Only this Cluster (`NAME` or `NAMESPACE/NAME`).
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Packs that answer the external patches, instead of the embedded ones.
+    #[arg(long)]
+    extensions: Option<PathBuf>,
+    /// The CAPI release whose rules apply (1.10 to 1.14).
+    #[arg(long, default_value_t = CapiVersion::NEWEST)]
+    capi_version: CapiVersion,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    output: PlanOutput,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PlanOutput {
+    Text,
+    Markdown,
+    Json,
 }
 
 #[derive(clap::Args)]
@@ -178,6 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&text).context("writing the rendered objects")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Plan(args) => run_plan(&args),
         Command::Validate(args) => {
             let (inputs, engine) = render_inputs(&args.inputs)?;
             let mut schemas = stackhook::render::crds::Schemas::built_in()
@@ -219,6 +257,54 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// One side of `stackhook plan`: an existing path is read as it is, anything else is
+/// a Git revision, `REV:PATH` or `REV` (then of `other`, the other side's path).
+fn plan_side(arg: &str, other: Option<&str>) -> anyhow::Result<stackhook::plan::ObjectSet> {
+    use stackhook::plan::sources;
+    let path = std::path::Path::new(arg);
+    if path.exists() {
+        return Ok(sources::from_dir(path)?);
+    }
+    let (rev, at) = match arg.split_once(':') {
+        Some((rev, at)) if !at.is_empty() => (rev, PathBuf::from(at)),
+        _ => (
+            arg.trim_end_matches(':'),
+            other
+                .filter(|o| std::path::Path::new(o).exists())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(".")),
+        ),
+    };
+    Ok(sources::from_git(rev, &at)?)
+}
+
+fn run_plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let engine = load_packs(args.extensions.as_deref())?;
+    let to = plan_side(&args.to, args.from.as_deref()).context("reading --to")?;
+    let from = match (&args.kubeconfig, &args.from) {
+        (Some(kc), _) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?
+            .block_on(stackhook::plan::sources::from_cluster(kc))
+            .context("reading the management cluster")?,
+        (None, Some(from)) => plan_side(from, Some(&args.to)).context("reading --from")?,
+        (None, None) => anyhow::bail!("--from or --kubeconfig is needed"),
+    };
+    let options = stackhook::plan::Options {
+        capi: args.capi_version,
+        cluster: args.cluster.clone(),
+    };
+    let plan = stackhook::plan::plan(&from, &to, &engine, &options)?;
+    let text = match args.output {
+        PlanOutput::Text => stackhook::plan::output::text(&plan),
+        PlanOutput::Markdown => stackhook::plan::output::markdown(&plan),
+        PlanOutput::Json => stackhook::plan::output::json(&plan).context("writing JSON")?,
+    };
+    write_stdout(&text).context("writing the plan")?;
+    Ok(ExitCode::from(plan.exit_code()))
 }
 
 /// Writes `text` to stdout. `print!` panics when stdout fails (a full disk); a reader

@@ -111,6 +111,9 @@ pub struct MachineDeploymentTopology {
     pub replicas: Option<i64>,
     pub metadata: Meta,
     pub overrides: Vec<Variable>,
+    /// The entry's other fields as written (failureDomain, timeouts, strategy...):
+    /// the renderer does not use them, `stackhook plan` compares them.
+    pub extra: Map<String, Value>,
 }
 
 /// `spec.topology.workers.machinePools[]`: the same fields as a MachineDeployment's.
@@ -377,6 +380,20 @@ fn worker_topologies(
             replicas: wr.int("replicas").map_err(prefix)?,
             metadata: wr.meta("metadata").map_err(prefix)?,
             overrides: wr.variables("variables.overrides").map_err(prefix)?,
+            extra: w
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .filter(|(k, _)| {
+                            !matches!(
+                                k.as_str(),
+                                "class" | "name" | "replicas" | "metadata" | "variables"
+                            )
+                        })
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
         });
     }
     Ok(out)

@@ -11,8 +11,10 @@
 pub mod crds;
 pub mod names;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
+use std::rc::Rc;
 
 use serde_json::{json, Map, Value};
 
@@ -120,6 +122,30 @@ impl Templates {
         })
     }
 
+    /// The template `kind`/`name`, as read.
+    pub fn raw(&self, kind: &str, name: &str) -> Option<&Value> {
+        self.by_kind_name.get(&(kind.to_string(), name.to_string()))
+    }
+
+    /// Puts (or, with `None`, removes) the template `kind`/`name`: `stackhook plan`
+    /// swaps single templates between two sets to find which edit caused a change.
+    pub fn set(&mut self, kind: &str, name: &str, template: Option<Value>) {
+        let key = (kind.to_string(), name.to_string());
+        match template {
+            Some(t) => {
+                self.by_kind_name.insert(key, t);
+            }
+            None => {
+                self.by_kind_name.remove(&key);
+            }
+        }
+    }
+
+    /// Every template, by kind and name.
+    pub fn iter(&self) -> impl Iterator<Item = (&(String, String), &Value)> {
+        self.by_kind_name.iter()
+    }
+
     fn get(&self, class: &ClusterClass, r: &TemplateRef) -> Result<Value, String> {
         let at = format!("ClusterClass {}: {}", class.name, r.field);
         let t = self
@@ -139,6 +165,34 @@ impl Templates {
         }
         Ok(t.clone())
     }
+}
+
+thread_local! {
+    /// Compiled variable schemas by their JSON text. Compiling a schema (its CEL rules
+    /// above all) costs more than the rest of a render; `stackhook plan` renders the
+    /// same class's variables for every Cluster, several times each. Per thread, as
+    /// compiled CEL programs are not shared between threads.
+    static SCHEMAS: RefCell<HashMap<String, Rc<CompiledSchema>>> = RefCell::new(HashMap::new());
+}
+
+/// Schemas kept per thread: past this many, the cache starts over.
+const SCHEMA_CACHE_ENTRIES: usize = 256;
+
+/// [`CompiledSchema::compile`], remembered per thread.
+fn compiled(schema: &Value) -> Result<Rc<CompiledSchema>, (String, String)> {
+    let key = schema.to_string();
+    if let Some(hit) = SCHEMAS.with(|c| c.borrow().get(&key).cloned()) {
+        return Ok(hit);
+    }
+    let c = Rc::new(CompiledSchema::compile(schema)?);
+    SCHEMAS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= SCHEMA_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, c.clone());
+    });
+    Ok(c)
 }
 
 /// The documents of a YAML stream, as JSON values, read as kubectl reads them (YAML 1.1
@@ -195,7 +249,7 @@ struct Definition {
     required: bool,
     /// `inline` or the external patch's name (CAPI's `definitions[].from`).
     from: String,
-    schema: CompiledSchema,
+    schema: Rc<CompiledSchema>,
 }
 
 /// MachineDeployments and MachinePools: the same topology shape, different objects.
@@ -443,14 +497,12 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
         .variables
         .iter()
         .filter_map(|v| {
-            CompiledSchema::compile(&v.schema)
-                .ok()
-                .map(|schema| Definition {
-                    name: v.name.clone(),
-                    required: v.required,
-                    from: INLINE.into(),
-                    schema,
-                })
+            compiled(&v.schema).ok().map(|schema| Definition {
+                name: v.name.clone(),
+                required: v.required,
+                from: INLINE.into(),
+                schema,
+            })
         })
         .collect();
     for (i, p) in class.patches.iter().enumerate() {
@@ -467,13 +519,12 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             )));
         }
         for v in resp.variables {
-            let schema =
-                CompiledSchema::compile(&v.schema.open_api_v3_schema).map_err(|(at, why)| {
-                    RenderError::Input(format!(
-                        "ClusterClass {}: spec.patches[{i}] ({}): variable {:?}{at}: {why}",
-                        class.name, e.name, v.name
-                    ))
-                })?;
+            let schema = compiled(&v.schema.open_api_v3_schema).map_err(|(at, why)| {
+                RenderError::Input(format!(
+                    "ClusterClass {}: spec.patches[{i}] ({}): variable {:?}{at}: {why}",
+                    class.name, e.name, v.name
+                ))
+            })?;
             definitions.push(Definition {
                 name: v.name,
                 required: v.required,
