@@ -149,7 +149,7 @@ mod tests {
         let server = json!({
             "instanceID": "srv-1",
             "resolved": {"imageID": "img", "flavorID": "fl", "ports": [
-                {"name": "m-0", "networkID": "net", "fixedIPs": [{"subnet": "sub"}]}]},
+                {"name": "m-0", "description": "Created by cluster-api-provider-openstack cluster ns-c", "networkID": "net", "fixedIPs": [{"subnet": "sub"}]}]},
             "resources": {"ports": [{"id": "port-1"}]},
         });
         let mut status = OpenStackMachineStatus::default();
