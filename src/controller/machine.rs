@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::backoff::Backoff;
 use super::capi::{self, CapiResources};
+use super::capo_server;
 use super::cluster::Timing;
 use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
@@ -224,6 +225,19 @@ async fn reconcile_inner<I: MachineInfra>(
         tracing::debug!("paused");
         return Ok((Action::await_change(), ReconcileOutcome::skipped));
     }
+    // A machine CAPO v0.14 made: its ports are in CAPO's OpenStackServer.
+    let adopted;
+    let osm = if capo_server::may_need_adoption(osm) {
+        match capo_server::adopt(&ctx.client, &ns, osm).await? {
+            Some(a) => {
+                adopted = a;
+                &adopted
+            }
+            None => osm,
+        }
+    } else {
+        osm
+    };
     let api: Api<OpenStackMachine> = Api::namespaced(ctx.client.clone(), &ns);
     if deleting {
         return cleanup(osm, ctx, &api, around, &ns).await;

@@ -7,6 +7,7 @@ pub mod backoff;
 pub mod bootstrap_vars;
 pub mod cache;
 pub mod capi;
+pub mod capo_server;
 pub mod cloud;
 pub mod cluster;
 pub mod driver;

@@ -545,6 +545,8 @@ NEEDED = {
     (INFRA, "openstackclustertemplates"): READ,
     (INFRA, "openstackmachinetemplates"): READ,
     (INFRA, "openstackclusteridentities"): READ,
+    # CAPO v0.14's OpenStackServers: their state adopted, their finalizer released.
+    (INFRA, "openstackservers"): {"get", "patch"},
     ("cluster.x-k8s.io", "clusters"): READ,
     ("cluster.x-k8s.io", "machines"): READ,
     ("", "secrets"): READ | {"create", "update"},
@@ -561,6 +563,7 @@ CEILING = {
     **{(INFRA, f"{res}/status"): {"get", "update", "patch"} for res in CAPO_CRDS},
     **{(INFRA, f"{res}/finalizers"): {"update"} for res in CAPO_CRDS},
     (INFRA, IDENTITY_CRD[0]): READ,
+    (INFRA, "openstackservers"): {"get", "patch"},
     ("", "namespaces"): {"get", "list"},
     ("openstack.k-orc.cloud", "images"): READ,
     ("cluster.x-k8s.io", "clusters"): READ,

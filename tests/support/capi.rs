@@ -142,6 +142,16 @@ impl Bed {
         release: Release,
         install: &dyn Fn(&Path) -> Result<(), String>,
     ) -> Result<Bed, String> {
+        Self::start_managers(release, install, &[])
+    }
+
+    /// Like [`Bed::start_with`], starting the managers `up` is given by name
+    /// (`capi`, `bootstrap`, `controlplane`, `capo`; none: the first three).
+    pub fn start_managers(
+        release: Release,
+        install: &dyn Fn(&Path) -> Result<(), String>,
+        managers: &[&str],
+    ) -> Result<Bed, String> {
         let capi_dir = capi_dir();
         if !capi_dir.join("up").is_file() {
             return Err(format!(
@@ -180,6 +190,7 @@ impl Bed {
         let out = Command::new("bash")
             .arg(capi_dir.join("up"))
             .arg(state.path())
+            .args(managers)
             .env("KUBECONFIG", &mgmt.kubeconfig)
             .env("CAPI_VERSION", release.capi)
             .stdin(Stdio::null())
@@ -329,6 +340,40 @@ impl Bed {
             )
             .await
             .expect("kubeconfig Secret");
+    }
+
+    /// Stops one manager (`capo-manager`, …) and nothing else: its PID as `up`
+    /// recorded it, then its admission webhooks (failurePolicy Fail: left behind,
+    /// they block every write of its kinds).
+    pub fn stop_manager(&self, binary: &str) {
+        let pid_file = self.state.path().join(format!("{binary}.pid"));
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
+        let pid = pid.trim();
+        let _ = Command::new("kill").arg(pid).status();
+        for _ in 0..80 {
+            let alive = Command::new("kill")
+                .args(["-0", pid])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !alive {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let _ = std::fs::remove_file(&pid_file);
+        kubectl(
+            &self.mgmt.kubeconfig,
+            &[
+                "delete",
+                "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+                &format!("test-capi-{binary}-mutating"),
+                &format!("test-capi-{binary}-validating"),
+                "--ignore-not-found",
+            ],
+            None,
+        );
     }
 
     /// Stops the managers (the API servers stop when dropped).

@@ -192,6 +192,14 @@ pub fn requests_since(
     mark: &AccessMark,
     agent: Option<&str>,
 ) -> std::collections::BTreeMap<String, u64> {
+    requests_since_by(mark, &|ua: &str| agent.is_none_or(|a| ua == a))
+}
+
+/// Like [`requests_since`], for the requests whose `User-Agent` passes `agent`.
+pub fn requests_since_by(
+    mark: &AccessMark,
+    agent: &dyn Fn(&str) -> bool,
+) -> std::collections::BTreeMap<String, u64> {
     use std::io::{Read, Seek, SeekFrom};
     let mut out = std::collections::BTreeMap::new();
     for path in access_logs() {
@@ -218,7 +226,7 @@ pub fn requests_since(
             let Some(method) = line.split('"').nth(1).and_then(|r| r.split(' ').next()) else {
                 continue;
             };
-            if agent.is_some_and(|a| line.split('"').nth(3) != Some(a)) {
+            if !agent(line.split('"').nth(3).unwrap_or_default()) {
                 continue;
             }
             *out.entry(format!("{service} {method}")).or_insert(0) += 1;

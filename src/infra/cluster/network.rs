@@ -92,8 +92,30 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         &self,
         r: &T,
     ) -> Result<Vec<String>, InfraError> {
+        self.add_tags(r, &self.tags).await
+    }
+
+    /// Tags of a resource found by name: `spec.tags` as CAPO syncs them, and our
+    /// owner tag only on what this pass `created`. A resource CAPO made is adopted
+    /// as it is (no write on takeover); deletion finds it by name as well as by tag.
+    pub(super) async fn ensure_found_tags<T: NeutronResource + Tagged>(
+        &self,
+        r: &T,
+        created: bool,
+    ) -> Result<Vec<String>, InfraError> {
+        if created {
+            return self.ensure_tags(r).await;
+        }
+        self.add_tags(r, &self.spec.tags).await
+    }
+
+    async fn add_tags<T: NeutronResource + Tagged>(
+        &self,
+        r: &T,
+        wanted: &[String],
+    ) -> Result<Vec<String>, InfraError> {
         let mut tags = r.tags().to_vec();
-        for t in &self.tags {
+        for t in wanted {
             if !tags.contains(t) {
                 self.clients
                     .network()
@@ -214,9 +236,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .list::<net::Network>(&[("name", name.clone())])
             .await
             .map_err(|e| os("NetworkCreateFailed", e))?;
+        let mut created = false;
         let network = match self.pick("network", &name, found)? {
             Some(n) => n,
             None => {
+                created = true;
                 let mut body = json!({"name": name, "admin_state_up": true});
                 if let Some(mtu) = self.spec.network_mtu {
                     body["mtu"] = json!(mtu);
@@ -241,7 +265,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 n
             }
         };
-        let net_tags = self.ensure_tags(&network).await?;
+        let net_tags = self.ensure_found_tags(&network, created).await?;
+        let mut created = false;
 
         // Subnet.
         let found = neutron
@@ -266,6 +291,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 }
             }
             None => {
+                created = true;
                 let mut body = json!({
                     "network_id": network.id,
                     "name": name,
@@ -303,7 +329,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 s
             }
         };
-        let subnet_tags = self.ensure_tags(&subnet).await?;
+        let subnet_tags = self.ensure_found_tags(&subnet, created).await?;
+        let mut created = false;
         self.status.network = Some(Box::new(NetworkStatusWithSubnets {
             network: NetworkStatus {
                 name: network.name.clone(),
@@ -333,6 +360,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 match self.pick("router", &name, found)? {
                     Some(r) => r,
                     None => {
+                        created = true;
                         let r: net::Router = neutron
                             .create(json!({
                                 "name": name,
@@ -355,7 +383,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             }
         };
         let router_tags = if self.spec.router.is_none() {
-            self.ensure_tags(&router).await?
+            self.ensure_found_tags(&router, created).await?
         } else {
             router.tags.clone()
         };

@@ -54,9 +54,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             let name = self.names.security_group_name(role);
             let same: Vec<net::SecurityGroup> =
                 listed.iter().filter(|g| g.name == name).cloned().collect();
+            let mut created = false;
             let group = match self.pick("security group", &name, same)? {
                 Some(g) => g,
                 None => {
+                    created = true;
                     let g: net::SecurityGroup = self
                         .clients
                         .network()
@@ -72,7 +74,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     g
                 }
             };
-            self.ensure_tags(&group).await?;
+            self.ensure_found_tags(&group, created).await?;
             *self.status_slot(role) = Some(Box::new(SecurityGroupStatus {
                 name: group.name.clone(),
                 id: group.id.clone(),
