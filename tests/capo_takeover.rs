@@ -443,10 +443,21 @@ async fn stackhook_takes_over_a_cluster_capo_made_with_no_openstack_write() {
         !takeover.is_empty(),
         "stackhook made no OpenStack request at all: did it run?"
     );
+    // stackhook's owner tag on the network, subnet, router and both security groups it
+    // adopted by name: one PUT each, once. Every other write would be a change in the
+    // cloud.
+    let (tag_writes, other): (BTreeMap<String, u64>, BTreeMap<String, u64>) = takeover
+        .clone()
+        .into_iter()
+        .partition(|(k, _)| k.contains("/tags/") && k.ends_with(" PUT"));
     assert_eq!(
-        cloud::writes(&takeover),
+        cloud::writes(&other),
         0,
-        "the takeover wrote to OpenStack: {takeover:?}"
+        "the takeover wrote to OpenStack beyond tags: {takeover:?}"
+    );
+    assert!(
+        cloud::writes(&tag_writes) <= 5 && tag_writes.values().all(|n| *n == 1),
+        "more tag writes than one per adopted network, subnet, router and security group: {tag_writes:?}"
     );
     assert_eq!(
         before, after,

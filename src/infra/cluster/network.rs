@@ -92,30 +92,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         &self,
         r: &T,
     ) -> Result<Vec<String>, InfraError> {
-        self.add_tags(r, &self.tags).await
-    }
-
-    /// Tags of a resource found by name: `spec.tags` as CAPO syncs them, and our
-    /// owner tag only on what this pass `created`. A resource CAPO made is adopted
-    /// as it is (no write on takeover); deletion finds it by name as well as by tag.
-    pub(super) async fn ensure_found_tags<T: NeutronResource + Tagged>(
-        &self,
-        r: &T,
-        created: bool,
-    ) -> Result<Vec<String>, InfraError> {
-        if created {
-            return self.ensure_tags(r).await;
-        }
-        self.add_tags(r, &self.spec.tags).await
-    }
-
-    async fn add_tags<T: NeutronResource + Tagged>(
-        &self,
-        r: &T,
-        wanted: &[String],
-    ) -> Result<Vec<String>, InfraError> {
         let mut tags = r.tags().to_vec();
-        for t in wanted {
+        for t in &self.tags {
             if !tags.contains(t) {
                 self.clients
                     .network()
@@ -236,11 +214,9 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .list::<net::Network>(&[("name", name.clone())])
             .await
             .map_err(|e| os("NetworkCreateFailed", e))?;
-        let mut created = false;
         let network = match self.pick("network", &name, found)? {
             Some(n) => n,
             None => {
-                created = true;
                 let mut body = json!({"name": name, "admin_state_up": true});
                 if let Some(mtu) = self.spec.network_mtu {
                     body["mtu"] = json!(mtu);
@@ -265,8 +241,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 n
             }
         };
-        let net_tags = self.ensure_found_tags(&network, created).await?;
-        let mut created = false;
+        let net_tags = self.ensure_tags(&network).await?;
 
         // Subnet.
         let found = neutron
@@ -291,7 +266,6 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 }
             }
             None => {
-                created = true;
                 let mut body = json!({
                     "network_id": network.id,
                     "name": name,
@@ -329,8 +303,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 s
             }
         };
-        let subnet_tags = self.ensure_found_tags(&subnet, created).await?;
-        let mut created = false;
+        let subnet_tags = self.ensure_tags(&subnet).await?;
         self.status.network = Some(Box::new(NetworkStatusWithSubnets {
             network: NetworkStatus {
                 name: network.name.clone(),
@@ -360,7 +333,6 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 match self.pick("router", &name, found)? {
                     Some(r) => r,
                     None => {
-                        created = true;
                         let r: net::Router = neutron
                             .create(json!({
                                 "name": name,
@@ -383,7 +355,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             }
         };
         let router_tags = if self.spec.router.is_none() {
-            self.ensure_found_tags(&router, created).await?
+            self.ensure_tags(&router).await?
         } else {
             router.tags.clone()
         };

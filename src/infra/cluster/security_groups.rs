@@ -54,11 +54,9 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             let name = self.names.security_group_name(role);
             let same: Vec<net::SecurityGroup> =
                 listed.iter().filter(|g| g.name == name).cloned().collect();
-            let mut created = false;
             let group = match self.pick("security group", &name, same)? {
                 Some(g) => g,
                 None => {
-                    created = true;
                     let g: net::SecurityGroup = self
                         .clients
                         .network()
@@ -74,7 +72,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     g
                 }
             };
-            self.ensure_found_tags(&group, created).await?;
+            self.ensure_tags(&group).await?;
             *self.status_slot(role) = Some(Box::new(SecurityGroupStatus {
                 name: group.name.clone(),
                 id: group.id.clone(),
