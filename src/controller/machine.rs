@@ -227,13 +227,20 @@ async fn reconcile_inner<I: MachineInfra>(
     }
     // A machine CAPO v0.14 made: its ports are in CAPO's OpenStackServer.
     let adopted;
+    // The lookup is best effort: a cluster that never ran CAPO may not serve the kind
+    // the way the lookup expects, and a machine must not wait on CAPO's leftovers;
+    // without the adoption its resources are still found by name.
     let osm = if capo_server::may_need_adoption(osm) {
-        match capo_server::adopt(&ctx.client, &ns, osm).await? {
-            Some(a) => {
+        match capo_server::adopt(&ctx.client, &ns, osm).await {
+            Ok(Some(a)) => {
                 adopted = a;
                 &adopted
             }
-            None => osm,
+            Ok(None) => osm,
+            Err(e) => {
+                tracing::warn!(error = %e, "CAPO's OpenStackServer not read; not adopted");
+                osm
+            }
         }
     } else {
         osm
