@@ -279,7 +279,7 @@ async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn stackhook_takes_over_a_cluster_capo_made_with_no_openstack_write() {
+async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     let Some(clouds_path) = cloud::clouds_yaml() else {
         println!("skipping capo takeover: no test cloud");
         return;
@@ -444,20 +444,24 @@ async fn stackhook_takes_over_a_cluster_capo_made_with_no_openstack_write() {
         "stackhook made no OpenStack request at all: did it run?"
     );
     // stackhook's owner tag on the network, subnet, router and both security groups it
-    // adopted by name: one PUT each, once. Every other write would be a change in the
-    // cloud.
-    let (tag_writes, other): (BTreeMap<String, u64>, BTreeMap<String, u64>) = takeover
-        .clone()
-        .into_iter()
-        .partition(|(k, _)| k.contains("/tags/") && k.ends_with(" PUT"));
+    // adopted by name: one Neutron PUT each (`…/tags/<tag>`), the only PUT a pass makes
+    // on a found resource whose spec did not change. The access logs are summed by
+    // service and method, so that is what is asserted: at most those 5 PUTs, and no
+    // other write anywhere.
+    let neutron_puts = takeover.get("neutron PUT").copied().unwrap_or(0);
+    let other: BTreeMap<String, u64> = takeover
+        .iter()
+        .filter(|(k, _)| k.as_str() != "neutron PUT")
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
     assert_eq!(
         cloud::writes(&other),
         0,
         "the takeover wrote to OpenStack beyond tags: {takeover:?}"
     );
     assert!(
-        cloud::writes(&tag_writes) <= 5 && tag_writes.values().all(|n| *n == 1),
-        "more tag writes than one per adopted network, subnet, router and security group: {tag_writes:?}"
+        neutron_puts <= 5,
+        "more Neutron PUTs than one tag per adopted network, subnet, router and security group: {takeover:?}"
     );
     assert_eq!(
         before, after,

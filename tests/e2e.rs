@@ -160,7 +160,8 @@ fn our_crds() -> Vec<Value> {
         .expect("running stackhook crds");
     assert!(out.status.success(), "stackhook crds: {}", out.status);
     let docs = kube_server::yaml_documents(&String::from_utf8(out.stdout).expect("UTF-8"));
-    assert_eq!(docs.len(), 4, "four CRDs");
+    // The four CAPO-compatible kinds and the cluster-scoped OpenStackClusterIdentity.
+    assert_eq!(docs.len(), 5, "five CRDs");
     docs
 }
 
