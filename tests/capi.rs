@@ -423,6 +423,41 @@ impl World {
         }
     }
 
+    /// Deletes the Cluster and waits until CAPI (and our finalizers) let it go.
+    async fn delete_cluster(&self, ns: &str, name: &str) {
+        let clusters: Api<DynamicObject> =
+            Api::namespaced_with(self.client().await, ns, &capi::clusters(self.bed.release));
+        clusters
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete cluster");
+        let gone = poll(Duration::from_secs(240), async || {
+            matches!(clusters.get_opt(name).await, Ok(None))
+        })
+        .await;
+        if !gone {
+            self.dump(ns).await;
+        }
+        assert!(gone, "Cluster {name} was not deleted");
+        self.step("Cluster deleted");
+    }
+
+    /// No server of the cluster and no network of its namespace left in the cloud.
+    async fn assert_nothing_left(&self, ns: &str, name: &str) {
+        assert_eq!(
+            self.servers(name).await,
+            Vec::<(String, String)>::new(),
+            "servers left"
+        );
+        let nets: Vec<net::Network> = self.os.network.list(&[]).await.expect("networks");
+        let left: Vec<&str> = nets
+            .iter()
+            .map(|n| n.name.as_str())
+            .filter(|n| n.contains(ns))
+            .collect();
+        assert!(left.is_empty(), "networks left: {left:?}");
+    }
+
     /// The counters a phase is measured by, now.
     async fn begin(&self, name: &'static str) -> Phase {
         Phase {
@@ -1009,21 +1044,7 @@ async fn whole_life(release: Release) {
 
     // Delete: BeforeClusterDelete, then nothing of the cluster in the cloud.
     let phase = w.begin("delete").await;
-    let clusters: Api<DynamicObject> =
-        Api::namespaced_with(w.client().await, &ns, &capi::clusters(release));
-    clusters
-        .delete(name, &DeleteParams::default())
-        .await
-        .expect("delete cluster");
-    let gone = poll(Duration::from_secs(240), async || {
-        matches!(clusters.get_opt(name).await, Ok(None))
-    })
-    .await;
-    if !gone {
-        w.dump(&ns).await;
-    }
-    assert!(gone, "Cluster {name} was not deleted");
-    w.step("Cluster deleted");
+    w.delete_cluster(&ns, name).await;
     phases.push(w.end(phase).await);
     let calls = w.hook_calls().await;
     assert!(
@@ -1032,18 +1053,7 @@ async fn whole_life(release: Release) {
             .is_some_and(|n| *n >= 1),
         "{calls:?}"
     );
-    assert_eq!(
-        w.servers(name).await,
-        Vec::<(String, String)>::new(),
-        "servers left"
-    );
-    let nets: Vec<net::Network> = w.os.network.list(&[]).await.expect("networks");
-    let left: Vec<&str> = nets
-        .iter()
-        .map(|n| n.name.as_str())
-        .filter(|n| n.contains(&ns))
-        .collect();
-    assert!(left.is_empty(), "networks left: {left:?}");
+    w.assert_nothing_left(&ns, name).await;
     println!("\nphases under CAPI {}:", release.capi);
     for p in &phases {
         println!("  {p}");
@@ -1874,32 +1884,8 @@ async fn clusterctl_move(release: Release) {
     assert_eq!(b.servers(name).await, servers, "servers changed");
 
     // Deleted on the target: nothing left in the cloud.
-    let clusters_b: Api<DynamicObject> =
-        Api::namespaced_with(b.client().await, &ns, &capi::clusters(release));
-    clusters_b
-        .delete(name, &DeleteParams::default())
-        .await
-        .expect("delete");
-    let gone = poll(Duration::from_secs(240), async || {
-        matches!(clusters_b.get_opt(name).await, Ok(None))
-    })
-    .await;
-    if !gone {
-        b.dump(&ns).await;
-    }
-    assert!(gone, "Cluster {name} was not deleted on the target");
-    assert_eq!(
-        b.servers(name).await,
-        Vec::<(String, String)>::new(),
-        "servers left"
-    );
-    let nets: Vec<net::Network> = b.os.network.list(&[]).await.expect("networks");
-    let left: Vec<&str> = nets
-        .iter()
-        .map(|n| n.name.as_str())
-        .filter(|n| n.contains(&ns))
-        .collect();
-    assert!(left.is_empty(), "networks left: {left:?}");
+    b.delete_cluster(&ns, name).await;
+    b.assert_nothing_left(&ns, name).await;
     a.bed.assert_loopback_only();
     b.bed.assert_loopback_only();
 }
