@@ -583,6 +583,8 @@ async fn lifecycle(client: &Client, kubeconfig: &Path, g: &Generation, clouds: &
     let names = ClusterNames::new(&ns, name);
     let check = infra::checker(&yaml, cloud::MEMBER);
     infra::expect_none(&infra::inventory(&check, &names).await);
+    // A machine a killed run left behind keeps its name; it would be counted as ours.
+    leftover_machine(&check).await;
 
     let outcome = AssertUnwindSafe(controller_cases(client, kubeconfig, g, &ns, &yaml, &check))
         .catch_unwind()
@@ -1119,11 +1121,15 @@ async fn machine_case(
         Err(e) => assert!(e.is_not_found(), "{e}"),
         Ok(s) => panic!("the server is still there: {} {}", s.id, s.status),
     }
+    // This cluster's ports only: the cloud may outlive other runs' leftovers.
     let ports: Vec<stackhook_openstack::networking::Port> = {
         use stackhook_openstack::networking::Networking;
         check
             .network
-            .list(&[("name", "e2e-md-0-a-0".to_string())])
+            .list(&[
+                ("name", "e2e-md-0-a-0".to_string()),
+                ("tags", ClusterNames::new(ns, name).network_name()),
+            ])
             .await
             .expect("ports")
     };

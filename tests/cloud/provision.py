@@ -6,6 +6,10 @@
   provision.py resources             AZs, external network, flavors, images,
                                      application credential, clouds.yaml
   provision.py check-listeners       fail if a started process listens beyond 127.0.0.1
+  provision.py scrub                 delete what earlier test runs left in any project
+                                     (servers, load balancers, floating IPs, routers,
+                                     ports, networks, security groups, volumes, server
+                                     groups); keeps what `resources` made
 
 Every step is idempotent (get or create).
 """
@@ -278,6 +282,74 @@ def resources():
     log("resources done")
 
 
+# ---------------------------------------------------------------- scrub
+def scrub():
+    """A cloud's database outlives test runs; a run killed halfway leaves resources
+    whose fixed names the next run would find and count as its own."""
+    c = Client.admin()
+
+    def gone(service, path, key, keep=lambda _: False, timeout=120):
+        left = []
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            left = [x for x in c.get(service, path)[key] if not keep(x)]
+            if not left:
+                return
+            time.sleep(1)
+        log("still there after %d s: %s" % (timeout, [x.get("id") for x in left]))
+
+    def each(service, path, key, delete, keep=lambda _: False):
+        n = 0
+        for x in c.get(service, path)[key]:
+            if keep(x):
+                continue
+            try:
+                delete(x)
+                n += 1
+            except ApiError as e:
+                log("scrub: %s" % e)
+        if n:
+            log("scrub: %d %s" % (n, key))
+        return n
+
+    if each("compute", "/servers/detail?all_tenants=1", "servers",
+            lambda s: c.delete("compute", "/servers/" + s["id"])):
+        gone("compute", "/servers/detail?all_tenants=1", "servers")
+    lbs = "/v2/lbaas/loadbalancers"
+    if each("load-balancer", lbs, "loadbalancers",
+            lambda lb: c.call("load-balancer", "DELETE",
+                              "%s/%s?cascade=true" % (lbs, lb["id"]))):
+        gone("load-balancer", lbs, "loadbalancers")
+    each("network", "/v2.0/floatingips", "floatingips",
+         lambda f: c.delete("network", "/v2.0/floatingips/" + f["id"]))
+
+    def router(r):
+        ifaces = c.get("network", "/v2.0/ports?device_id=%s&device_owner="
+                       "network:router_interface" % r["id"])["ports"]
+        for p in ifaces:
+            c.put("network", "/v2.0/routers/%s/remove_router_interface" % r["id"],
+                  {"port_id": p["id"]})
+        c.delete("network", "/v2.0/routers/" + r["id"])
+    each("network", "/v2.0/routers", "routers", router)
+    public = {n["id"] for n in c.get("network", "/v2.0/networks?name=public")["networks"]}
+    each("network", "/v2.0/ports", "ports",
+         lambda p: c.delete("network", "/v2.0/ports/" + p["id"]),
+         keep=lambda p: p["network_id"] in public or p["device_owner"].startswith("network:dhcp"))
+    each("network", "/v2.0/networks", "networks",
+         lambda n: c.delete("network", "/v2.0/networks/" + n["id"]),
+         keep=lambda n: n["id"] in public)
+    each("network", "/v2.0/security-groups", "security_groups",
+         lambda g: c.delete("network", "/v2.0/security-groups/" + g["id"]),
+         keep=lambda g: g["name"] == "default")
+    if "volumev3" in c.catalog:
+        each("volumev3", "/volumes/detail?all_tenants=1", "volumes",
+             lambda v: c.call("volumev3", "POST", "/volumes/%s/action" % v["id"],
+                              {"os-force_delete": {}}))
+    each("compute", "/os-server-groups?all_projects=true", "server_groups",
+         lambda g: c.delete("compute", "/os-server-groups/" + g["id"]))
+    log("scrub done")
+
+
 # ---------------------------------------------------------------- listeners
 def check_listeners():
     pids = set()
@@ -345,6 +417,9 @@ def main():
         return 0
     if cmd == "resources":
         resources()
+        return 0
+    if cmd == "scrub":
+        scrub()
         return 0
     if cmd == "check-listeners":
         return check_listeners()
