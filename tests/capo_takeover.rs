@@ -23,6 +23,8 @@
 
 #[path = "support/capi.rs"]
 mod capi;
+#[path = "support/capo.rs"]
+mod capo;
 #[path = "support/cloud.rs"]
 mod cloud;
 #[path = "support/infra.rs"]
@@ -36,246 +38,24 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, DynamicObject};
-use kube::Client;
-use serde_json::{json, Value};
 
-use capi::{condition_true, Bed, V1_13};
+use capi::{Bed, V1_13};
+use capo::{is_capo, leftovers, openstack_entry, poll, snapshot, Shape};
 use server::Server;
-use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
-use stackhook_openstack::compute::Compute;
-use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
-use stackhook_openstack::networking::{self as net, Networking};
 
-const CLUSTER: &str = "capo";
-const MACHINES: [&str; 2] = ["capo-cp-0", "capo-worker-0"];
-
-/// CAPO's requests: gophercloud's User-Agent, with CAPO's name when it sets one.
-fn is_capo(ua: &str) -> bool {
-    ua.contains("gophercloud") || ua.contains("cluster-api-provider-openstack")
-}
+const SHAPE: Shape = Shape {
+    cluster: "capo",
+    machines: ["capo-cp-0", "capo-worker-0"],
+    cidr: "10.77.0.0/24",
+    fixed_ip: None,
+    server_group_policy: None,
+};
 
 fn step(started: Instant, what: &str) {
     println!(
         "capo takeover: {what} ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
-}
-
-/// The test cloud's clouds.yaml with its member entry as `openstack`.
-fn openstack_entry(clouds_yaml: &str) -> String {
-    let v: Value = serde_saphyr::from_str(clouds_yaml).expect("clouds.yaml");
-    let member = v["clouds"][cloud::MEMBER].clone();
-    serde_json::to_string(&json!({"clouds": {"openstack": member}})).expect("json")
-}
-
-/// The cluster as a CAPO user writes it: CAPI's Cluster (v1beta2) and CAPO's own
-/// v1beta1 objects, with plain Machines and their bootstrap data Secrets.
-fn cluster_yaml(ns: &str, tag: &str) -> String {
-    let mut docs = vec![
-        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-            "metadata": {"name": CLUSTER},
-            "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
-                "kind": "OpenStackCluster", "name": CLUSTER}}}),
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackCluster",
-        "metadata": {"name": CLUSTER, "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
-        "spec": {
-            "identityRef": {"type": "Secret", "name": "capo-cloud", "cloudName": "openstack"},
-            "managedSubnets": [{"cidr": "10.77.0.0/24"}],
-            "managedSecurityGroups": {"allowAllInClusterTraffic": true},
-            "disableAPIServerFloatingIP": true,
-            "controlPlaneEndpoint": {"host": "10.77.0.250", "port": 6443},
-            "tags": [tag],
-        }}),
-    ];
-    for (i, m) in MACHINES.iter().enumerate() {
-        let mut labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER});
-        if i == 0 {
-            labels["cluster.x-k8s.io/control-plane"] = json!("");
-        }
-        docs.push(json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": format!("{m}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
-            "type": "cluster.x-k8s.io/secret",
-            "stringData": {"value": "#cloud-config\n", "format": "cloud-config"}}));
-        docs.push(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
-            "metadata": {"name": m, "labels": labels},
-            "spec": {"flavor": "m1.tiny",
-                     "image": {"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}}}));
-        docs.push(
-            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": m, "labels": labels},
-            "spec": {"clusterName": CLUSTER, "version": "v1.33.1",
-                     "bootstrap": {"dataSecretName": format!("{m}-bootstrap")},
-                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
-                         "kind": "OpenStackMachine", "name": m}}}),
-        );
-    }
-    let _ = ns;
-    docs.iter()
-        .map(|d| serde_json::to_string(d).expect("json"))
-        .collect::<Vec<_>>()
-        .join("\n---\n")
-}
-
-/// What the takeover must not change: IDs in status, Ready, providerIDs.
-#[derive(Debug, PartialEq)]
-struct Snapshot {
-    cluster_ids: Vec<String>,
-    cluster_ready: bool,
-    machines: BTreeMap<String, (String, String, bool)>,
-    servers: Vec<String>,
-}
-
-async fn snapshot(client: &Client, ns: &str, os: &stackhook_openstack::Clients) -> Snapshot {
-    let osc: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        ns,
-        &capi::infra("OpenStackCluster", "openstackclusters"),
-    );
-    let osm: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        ns,
-        &capi::infra("OpenStackMachine", "openstackmachines"),
-    );
-    let c = osc.get(CLUSTER).await.expect("OpenStackCluster");
-    let s = &c.data["status"];
-    let mut cluster_ids: Vec<String> = [
-        &s["network"]["id"],
-        &s["network"]["subnets"][0]["id"],
-        &s["router"]["id"],
-        &s["controlPlaneSecurityGroup"]["id"],
-        &s["workerSecurityGroup"]["id"],
-    ]
-    .iter()
-    .map(|v| v.as_str().unwrap_or("<none>").to_string())
-    .collect();
-    cluster_ids.push(c.data["spec"]["controlPlaneEndpoint"].to_string());
-    let mut machines = BTreeMap::new();
-    for m in MACHINES {
-        let o = osm.get(m).await.expect("OpenStackMachine");
-        machines.insert(
-            m.to_string(),
-            (
-                o.data["status"]["instanceID"]
-                    .as_str()
-                    .unwrap_or("<none>")
-                    .to_string(),
-                o.data["spec"]["providerID"]
-                    .as_str()
-                    .unwrap_or("<none>")
-                    .to_string(),
-                condition_true(&o.data, "Ready"),
-            ),
-        );
-    }
-    let mut servers: Vec<String> = os
-        .compute
-        .servers_named("^capo-")
-        .await
-        .expect("servers")
-        .into_iter()
-        .filter(|s| MACHINES.contains(&s.name.as_str()))
-        .map(|s| format!("{} {}", s.name, s.id))
-        .collect();
-    servers.sort();
-    Snapshot {
-        cluster_ids,
-        cluster_ready: condition_true(&c.data, "Ready") || s["ready"] == true,
-        machines,
-        servers,
-    }
-}
-
-/// What is left in the cloud of the cluster: by its tag and by the names CAPO and
-/// stackhook give.
-async fn leftovers(
-    os: &stackhook_openstack::Clients,
-    ns: &str,
-    tag: &str,
-) -> BTreeMap<String, usize> {
-    let names = ClusterNames::new(ns.to_string(), CLUSTER.to_string());
-    let n = &os.network;
-    let by_tag = [("tags", tag.to_string())];
-    let mut m = BTreeMap::new();
-    m.insert(
-        "networks (tag)".into(),
-        n.list::<net::Network>(&by_tag)
-            .await
-            .expect("networks")
-            .len(),
-    );
-    m.insert(
-        "subnets (tag)".into(),
-        n.list::<net::Subnet>(&by_tag).await.expect("subnets").len(),
-    );
-    m.insert(
-        "routers (tag)".into(),
-        n.list::<net::Router>(&by_tag).await.expect("routers").len(),
-    );
-    m.insert(
-        "ports (tag)".into(),
-        n.list::<net::Port>(&by_tag).await.expect("ports").len(),
-    );
-    m.insert(
-        "security groups (tag)".into(),
-        n.list::<net::SecurityGroup>(&by_tag)
-            .await
-            .expect("sgs")
-            .len(),
-    );
-    m.insert(
-        "networks (name)".into(),
-        n.list::<net::Network>(&[("name", names.network_name())])
-            .await
-            .expect("networks")
-            .len(),
-    );
-    let mut sgs = 0;
-    for role in [SecurityGroupRole::ControlPlane, SecurityGroupRole::Worker] {
-        sgs += n
-            .list::<net::SecurityGroup>(&[("name", names.security_group_name(role))])
-            .await
-            .expect("sgs")
-            .len();
-    }
-    m.insert("security groups (name)".into(), sgs);
-    let lbs: Vec<lb::LoadBalancer> = os
-        .load_balancer
-        .list(&[("name", names.load_balancer_name())])
-        .await
-        .expect("lbs");
-    m.insert("load balancers (name)".into(), lbs.len());
-    let mut ports = 0;
-    for machine in MACHINES {
-        ports += n
-            .list::<net::Port>(&[("name", format!("{machine}-0"))])
-            .await
-            .expect("ports")
-            .len();
-    }
-    m.insert("machine ports (name)".into(), ports);
-    let servers = os
-        .compute
-        .servers_named("^capo-")
-        .await
-        .expect("servers")
-        .into_iter()
-        .filter(|s| MACHINES.contains(&s.name.as_str()))
-        .count();
-    m.insert("servers (name)".into(), servers);
-    m
-}
-
-async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -304,28 +84,19 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     kube_server::identity_secret(&client, &ns, "capo-cloud", &openstack_entry(&clouds_yaml)).await;
     let os = infra::checker(clouds_yaml.as_bytes(), cloud::MEMBER);
     let tag = format!("takeover-{ns}");
+    capo::clear_leftovers(&os, &SHAPE).await;
 
     // CAPO creates the cluster.
     let capo_mark = cloud::access_mark();
-    bed.apply(&ns, &cluster_yaml(&ns, &tag));
-    let osm_api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &capi::infra("OpenStackMachine", "openstackmachines"),
-    );
+    let create_started = Instant::now();
+    bed.apply(&ns, &capo::cluster_yaml(&SHAPE, &tag));
+    let osm_api = capo::openstack_machines(&client, &ns);
     let ready = poll(Duration::from_secs(420), async || {
-        let mut all = true;
-        for m in MACHINES {
-            let ok = osm_api.get_opt(m).await.ok().flatten().is_some_and(|o| {
-                o.data["spec"]["providerID"].is_string() && condition_true(&o.data, "Ready")
-            });
-            all &= ok;
-        }
-        all
+        capo::machines_ready(&client, &ns, &SHAPE).await
     })
     .await;
     if !ready {
-        for m in MACHINES {
+        for m in SHAPE.machines {
             println!(
                 "{m}: {:?}",
                 osm_api
@@ -348,26 +119,23 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
             cloud::writes(&capo_create)
         ),
     );
-    let before = snapshot(&client, &ns, &os).await;
+    let capo_pid = capo::manager_pid(&bed.env, "CAPO");
+    capo::measured(
+        "CAPO",
+        "cluster + 2 machines: create to Ready",
+        create_started.elapsed().as_secs_f64(),
+        &capo_create,
+        capo_pid.and_then(capo::proc_usage),
+    );
+    let before = snapshot(&client, &ns, &SHAPE, &os).await;
     println!("capo takeover: before {before:?}");
     assert!(
         before.cluster_ready,
         "CAPO's cluster is not Ready: {before:?}"
     );
     assert_eq!(before.servers.len(), 2, "servers: {:?}", before.servers);
-    let oss_api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "infrastructure.cluster.x-k8s.io",
-                "v1alpha1",
-                "OpenStackServer",
-            ),
-            "openstackservers",
-        ),
-    );
-    for m in MACHINES {
+    let oss_api = capo::openstack_servers(&client, &ns);
+    for m in SHAPE.machines {
         let s = oss_api.get(m).await.expect("CAPO's OpenStackServer");
         assert!(
             s.metadata
@@ -410,7 +178,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     let adopted =
         poll(Duration::from_secs(120), async || {
             let mut all = true;
-            for m in MACHINES {
+            for m in SHAPE.machines {
                 let machine_has_ports = osm_api.get_opt(m).await.ok().flatten().is_some_and(|o| {
                     o.data["status"]["resources"]["ports"]
                         .as_array()
@@ -430,7 +198,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     // Some resync passes of every object.
     tokio::time::sleep(Duration::from_secs(45)).await;
     let takeover = cloud::requests_since(&take_mark, Some(&agent));
-    let after = snapshot(&client, &ns, &os).await;
+    let after = snapshot(&client, &ns, &SHAPE, &os).await;
     step(
         started,
         &format!(
@@ -438,6 +206,13 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
             takeover.values().sum::<u64>(),
             cloud::writes(&takeover)
         ),
+    );
+    capo::measured(
+        "stackhook",
+        "takeover: start and 45 s of resync",
+        0.0,
+        &takeover,
+        capo::proc_usage(stackhook.child.id()),
     );
     assert!(
         !takeover.is_empty(),
@@ -470,15 +245,16 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
 
     // Deleting the Cluster: nothing of it is left in the cloud.
     let delete_mark = cloud::access_mark();
+    let delete_started = Instant::now();
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &capi::clusters(V1_13));
     clusters
-        .delete(CLUSTER, &DeleteParams::default())
+        .delete(SHAPE.cluster, &DeleteParams::default())
         .await
         .expect("delete Cluster");
     let gone = poll(Duration::from_secs(300), async || {
         clusters
-            .get_opt(CLUSTER)
+            .get_opt(SHAPE.cluster)
             .await
             .ok()
             .is_some_and(|c| c.is_none())
@@ -493,6 +269,13 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         }
     }
     assert!(gone, "the Cluster was not deleted");
+    capo::measured(
+        "stackhook",
+        "cluster + 2 machines: delete",
+        delete_started.elapsed().as_secs_f64(),
+        &deleted,
+        capo::proc_usage(stackhook.child.id()),
+    );
     step(
         started,
         &format!(
@@ -501,7 +284,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
             cloud::writes(&deleted)
         ),
     );
-    let left = leftovers(&os, &ns, &tag).await;
+    let left = leftovers(&os, &ns, &SHAPE, &tag).await;
     println!("capo takeover: left in the cloud {left:?}");
     assert!(
         left.values().all(|n| *n == 0),

@@ -116,23 +116,7 @@ impl Bed {
     /// Starts everything, or says why it cannot run here (for a one-line skip).
     /// Panics when the folders exist but something fails to start.
     pub fn start(release: Release) -> Result<Bed, String> {
-        Self::start_with(release, &|kubeconfig: &Path| {
-            // Our CRDs first: CAPI's managers look their contract label up at start.
-            let crds = Command::new(env!("CARGO_BIN_EXE_stackhook"))
-                .arg("crds")
-                .output()
-                .map_err(|e| format!("stackhook crds: {e}"))?;
-            if !crds.status.success() {
-                return Err("stackhook crds failed".into());
-            }
-            let text = String::from_utf8(crds.stdout).map_err(|e| e.to_string())?;
-            try_kubectl(
-                kubeconfig,
-                &["apply", "--server-side", "-f", "-"],
-                Some(&text),
-            )
-            .map(|_| ())
-        })
+        Self::start_with(release, &install_stackhook_crds)
     }
 
     /// Like [`Bed::start`], with the providers installed by `install` (given the
@@ -376,6 +360,31 @@ impl Bed {
         );
     }
 
+    /// Starts one more manager of `up` (`capi`, `bootstrap`, `controlplane`, `capo`)
+    /// next to the running ones, with its CRDs applied over the installed ones and
+    /// its webhooks registered, as installing that provider does.
+    pub fn start_manager(&mut self, manager: &str) {
+        let out = Command::new("bash")
+            .arg(self.capi_dir.join("up"))
+            .arg(self.state.path())
+            .arg(manager)
+            .env("KUBECONFIG", &self.mgmt.kubeconfig)
+            .env("CAPI_VERSION", self.release.capi)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("running capi up");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "capi up {manager} failed: {stdout}");
+        let env_file = self.state.path().join("env");
+        let text = std::fs::read_to_string(&env_file).expect("capi env file");
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                self.env.insert(k.to_string(), v.to_string());
+            }
+        }
+    }
+
     /// Stops the managers (the API servers stop when dropped).
     fn down(&self) {
         let _ = Command::new("bash")
@@ -406,6 +415,25 @@ impl Drop for Bed {
         self.keep_logs(self.release.capi);
         self.down();
     }
+}
+
+/// Installs `stackhook crds` (server-side), for [`Bed::start_with`]: before the
+/// managers start, since CAPI's look the contract label up at start.
+pub fn install_stackhook_crds(kubeconfig: &Path) -> Result<(), String> {
+    let crds = Command::new(env!("CARGO_BIN_EXE_stackhook"))
+        .arg("crds")
+        .output()
+        .map_err(|e| format!("stackhook crds: {e}"))?;
+    if !crds.status.success() {
+        return Err("stackhook crds failed".into());
+    }
+    let text = String::from_utf8(crds.stdout).map_err(|e| e.to_string())?;
+    try_kubectl(
+        kubeconfig,
+        &["apply", "--server-side", "-f", "-"],
+        Some(&text),
+    )
+    .map(|_| ())
 }
 
 /// The kubeconfig `up` writes (file paths) with the files' contents inline, as CAPI

@@ -200,8 +200,8 @@ pub fn desired(spec: &OpenStackClusterSpec, ids: &GroupIds, subnet_cidrs: &[Stri
     ));
     if managed.allow_all_in_cluster_traffic {
         for set in [&mut sets.control_plane, &mut sets.worker] {
-            set.push(rule("In-cluster ingress", None, None, Some(cp), None));
-            set.push(rule("In-cluster ingress", None, None, Some(wk), None));
+            set.push(rule("In-cluster Ingress", None, None, Some(cp), None));
+            set.push(rule("In-cluster Ingress", None, None, Some(wk), None));
         }
     } else {
         sets.control_plane.push(rule(
@@ -349,13 +349,48 @@ pub fn diff<'a>(
     desired: &'a [Rule],
     observed: &'a [SecurityGroupRule],
 ) -> (Vec<&'a SecurityGroupRule>, Vec<&'a Rule>) {
+    diff_by(desired, observed, Rule::matches)
+}
+
+/// Like [`diff`], with descriptions compared too: for an [`unconfigured`] group.
+/// Replacing Neutron's default egress rules then, before any machine uses the
+/// group, leaves exactly CAPO's rules, so CAPO, which compares descriptions, finds
+/// nothing to replace on a running cluster should it take the cluster back.
+pub fn diff_exact<'a>(
+    desired: &'a [Rule],
+    observed: &'a [SecurityGroupRule],
+) -> (Vec<&'a SecurityGroupRule>, Vec<&'a Rule>) {
+    diff_by(desired, observed, |d, o| {
+        d.matches(o) && o.description.as_deref().unwrap_or_default() == d.description
+    })
+}
+
+/// Whether a group has only the rules Neutron gives every new group: egress
+/// anywhere, without a description. A group stackhook or CAPO has set up always
+/// has ingress rules too.
+pub fn unconfigured(observed: &[SecurityGroupRule]) -> bool {
+    observed.iter().all(|r| {
+        r.direction == "egress"
+            && r.description.as_deref().unwrap_or_default().is_empty()
+            && r.protocol.is_none()
+            && r.port_range_min.is_none()
+            && r.remote_group_id.is_none()
+            && normalize_prefix(r.remote_ip_prefix.as_deref()).is_none()
+    })
+}
+
+fn diff_by<'a>(
+    desired: &'a [Rule],
+    observed: &'a [SecurityGroupRule],
+    same: impl Fn(&Rule, &SecurityGroupRule) -> bool,
+) -> (Vec<&'a SecurityGroupRule>, Vec<&'a Rule>) {
     let delete = observed
         .iter()
-        .filter(|o| !desired.iter().any(|d| d.matches(o)))
+        .filter(|o| !desired.iter().any(|d| same(d, o)))
         .collect();
     let create = desired
         .iter()
-        .filter(|d| !observed.iter().any(|o| d.matches(o)))
+        .filter(|d| !observed.iter().any(|o| same(d, o)))
         .collect();
     (delete, create)
 }
@@ -534,5 +569,41 @@ mod tests {
         );
         assert_eq!(create.len(), 1);
         assert_eq!(create[0].ethertype, "IPv6");
+    }
+
+    /// Neutron's default egress rules carry no description; CAPO's say "Full open".
+    /// Only the exact diff replaces them.
+    #[test]
+    fn exact_diff_replaces_neutron_default_egress() {
+        let defaults: Vec<SecurityGroupRule> = ["IPv4", "IPv6"]
+            .into_iter()
+            .map(|e| SecurityGroupRule {
+                id: format!("default-{e}"),
+                security_group_id: "cp".into(),
+                direction: "egress".into(),
+                ethertype: e.into(),
+                protocol: None,
+                port_range_min: None,
+                port_range_max: None,
+                remote_group_id: None,
+                remote_ip_prefix: None,
+                description: Some(String::new()),
+            })
+            .collect();
+        let wanted = egress_any();
+        assert!(unconfigured(&defaults));
+        let (delete, create) = diff(&wanted, &defaults);
+        assert!(delete.is_empty() && create.is_empty());
+        let (delete, create) = diff_exact(&wanted, &defaults);
+        assert_eq!(delete.len(), 2);
+        assert_eq!(create.len(), 2);
+        assert!(create.iter().all(|r| r.description == "Full open"));
+        let mut capo = defaults.clone();
+        for r in &mut capo {
+            r.description = Some("Full open".into());
+        }
+        let (delete, create) = diff_exact(&wanted, &capo);
+        assert!(delete.is_empty() && create.is_empty());
+        assert!(!unconfigured(&capo));
     }
 }

@@ -123,7 +123,14 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 SecurityGroupRole::Worker => &sets.worker,
                 SecurityGroupRole::Bastion => &sets.bastion,
             };
-            let (delete, create) = rules::diff(wanted, &group.security_group_rules);
+            // Rules are compared without descriptions, except in a group that has
+            // only what Neutron gave it: rewriting a rule of a group in use only for
+            // its description would open a gap in its traffic.
+            let (delete, create) = if rules::unconfigured(&group.security_group_rules) {
+                rules::diff_exact(wanted, &group.security_group_rules)
+            } else {
+                rules::diff(wanted, &group.security_group_rules)
+            };
             for r in delete {
                 match self
                     .clients

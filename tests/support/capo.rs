@@ -1,0 +1,410 @@
+//! A cluster in the shapes CAPO users write, for the tests in which the real
+//! `capo-manager` and stackhook hand a cluster to each other: the objects, what
+//! must not change across the switch, and what is left in the cloud.
+//! Used with `support/capi.rs`, `support/cloud.rs` and `support/kube.rs`.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::Client;
+use serde_json::{json, Value};
+
+use super::capi::{self, condition_true};
+use super::cloud;
+use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
+use stackhook_openstack::compute::Compute;
+use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
+use stackhook_openstack::networking::{self as net, Networking};
+
+/// One cluster: its name, its two Machines (control plane first, then a worker),
+/// its managed subnet, and how the API endpoint is made.
+pub struct Shape {
+    pub cluster: &'static str,
+    pub machines: [&'static str; 2],
+    pub cidr: &'static str,
+    /// `spec.apiServerFixedIP` instead of a `controlPlaneEndpoint` given by the user:
+    /// stackhook then reserves the address with a port of its own.
+    pub fixed_ip: Option<&'static str>,
+    /// stackhook's `spec.extensions.serverGroupPolicy` on the control-plane machine
+    /// (a server group stackhook creates; CAPO does not know the field).
+    pub server_group_policy: Option<&'static str>,
+}
+
+impl Shape {
+    pub fn names(&self, ns: &str) -> ClusterNames {
+        ClusterNames::new(ns.to_string(), self.cluster.to_string())
+    }
+}
+
+/// CAPO's requests: gophercloud's User-Agent, with CAPO's name when it sets one.
+pub fn is_capo(ua: &str) -> bool {
+    ua.contains("gophercloud") || ua.contains("cluster-api-provider-openstack")
+}
+
+/// The test cloud's clouds.yaml with its member entry as `openstack`.
+pub fn openstack_entry(clouds_yaml: &str) -> String {
+    let v: Value = serde_saphyr::from_str(clouds_yaml).expect("clouds.yaml");
+    let member = v["clouds"][cloud::MEMBER].clone();
+    serde_json::to_string(&json!({"clouds": {"openstack": member}})).expect("json")
+}
+
+/// The cluster as a CAPO user writes it: CAPI's Cluster (v1beta2) and CAPO's own
+/// v1beta1 objects, with plain Machines and their bootstrap data Secrets (so no
+/// control-plane provider or workload cluster is needed).
+pub fn cluster_yaml(shape: &Shape, tag: &str) -> String {
+    let cluster = shape.cluster;
+    let mut spec = json!({
+        "identityRef": {"type": "Secret", "name": "capo-cloud", "cloudName": "openstack"},
+        "managedSubnets": [{"cidr": shape.cidr}],
+        "managedSecurityGroups": {"allowAllInClusterTraffic": true},
+        "disableAPIServerFloatingIP": true,
+        "tags": [tag],
+    });
+    match shape.fixed_ip {
+        Some(ip) => spec["apiServerFixedIP"] = json!(ip),
+        None => {
+            let host = shape.cidr.replace(".0/24", ".250");
+            spec["controlPlaneEndpoint"] = json!({"host": host, "port": 6443});
+        }
+    }
+    let mut docs = vec![
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": cluster},
+            "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                "kind": "OpenStackCluster", "name": cluster}}}),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackCluster",
+            "metadata": {"name": cluster, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "spec": spec}),
+    ];
+    for (i, m) in shape.machines.iter().enumerate() {
+        let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster});
+        let mut spec = json!({"flavor": "m1.tiny",
+                              "image": {"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}});
+        if i == 0 {
+            labels["cluster.x-k8s.io/control-plane"] = json!("");
+            if let Some(policy) = shape.server_group_policy {
+                spec["extensions"] = json!({"serverGroupPolicy": policy});
+            }
+        }
+        docs.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{m}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": "#cloud-config\n", "format": "cloud-config"}}));
+        docs.push(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
+            "metadata": {"name": m, "labels": labels},
+            "spec": spec}));
+        docs.push(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": m, "labels": labels},
+            "spec": {"clusterName": cluster, "version": "v1.33.1",
+                     "bootstrap": {"dataSecretName": format!("{m}-bootstrap")},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                         "kind": "OpenStackMachine", "name": m}}}),
+        );
+    }
+    docs.iter()
+        .map(|d| serde_json::to_string(d).expect("json"))
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+pub fn openstack_clusters(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &capi::infra("OpenStackCluster", "openstackclusters"),
+    )
+}
+
+pub fn openstack_machines(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &capi::infra("OpenStackMachine", "openstackmachines"),
+    )
+}
+
+/// CAPO v0.14's per-machine server objects.
+pub fn openstack_servers(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(
+                "infrastructure.cluster.x-k8s.io",
+                "v1alpha1",
+                "OpenStackServer",
+            ),
+            "openstackservers",
+        ),
+    )
+}
+
+/// What a switch of controllers must not change: IDs in status, Ready, providerIDs,
+/// and the servers in the cloud.
+#[derive(Debug, PartialEq)]
+pub struct Snapshot {
+    pub cluster_ids: Vec<String>,
+    pub cluster_ready: bool,
+    /// Per machine: instance ID, providerID, Ready.
+    pub machines: BTreeMap<String, (String, String, bool)>,
+    pub servers: Vec<String>,
+}
+
+pub async fn snapshot(
+    client: &Client,
+    ns: &str,
+    shape: &Shape,
+    os: &stackhook_openstack::Clients,
+) -> Snapshot {
+    let c = openstack_clusters(client, ns)
+        .get(shape.cluster)
+        .await
+        .expect("OpenStackCluster");
+    let s = &c.data["status"];
+    let mut cluster_ids: Vec<String> = [
+        &s["network"]["id"],
+        &s["network"]["subnets"][0]["id"],
+        &s["router"]["id"],
+        &s["controlPlaneSecurityGroup"]["id"],
+        &s["workerSecurityGroup"]["id"],
+    ]
+    .iter()
+    .map(|v| v.as_str().unwrap_or("<none>").to_string())
+    .collect();
+    cluster_ids.push(c.data["spec"]["controlPlaneEndpoint"].to_string());
+    let osm = openstack_machines(client, ns);
+    let mut machines = BTreeMap::new();
+    for m in shape.machines {
+        let o = osm.get(m).await.expect("OpenStackMachine");
+        let text = |v: &Value| v.as_str().unwrap_or("<none>").to_string();
+        machines.insert(
+            m.to_string(),
+            (
+                text(&o.data["status"]["instanceID"]),
+                text(&o.data["spec"]["providerID"]),
+                condition_true(&o.data, "Ready"),
+            ),
+        );
+    }
+    Snapshot {
+        cluster_ids,
+        cluster_ready: condition_true(&c.data, "Ready") || s["ready"] == true,
+        machines,
+        servers: servers(os, shape).await,
+    }
+}
+
+/// `name id` of the cloud's servers named like the shape's machines.
+pub async fn servers(os: &stackhook_openstack::Clients, shape: &Shape) -> Vec<String> {
+    let prefix = format!("^{}-", shape.cluster);
+    let mut servers: Vec<String> = os
+        .compute
+        .servers_named(&prefix)
+        .await
+        .expect("servers")
+        .into_iter()
+        .filter(|s| shape.machines.contains(&s.name.as_str()))
+        .map(|s| format!("{} {}", s.name, s.id))
+        .collect();
+    servers.sort();
+    servers
+}
+
+/// What is left in the cloud of the cluster: by its tag and by the names CAPO and
+/// stackhook give.
+pub async fn leftovers(
+    os: &stackhook_openstack::Clients,
+    ns: &str,
+    shape: &Shape,
+    tag: &str,
+) -> BTreeMap<String, usize> {
+    let names = shape.names(ns);
+    let n = &os.network;
+    let by_tag = [("tags", tag.to_string())];
+    let mut m = BTreeMap::new();
+    m.insert(
+        "networks (tag)".into(),
+        n.list::<net::Network>(&by_tag)
+            .await
+            .expect("networks")
+            .len(),
+    );
+    m.insert(
+        "subnets (tag)".into(),
+        n.list::<net::Subnet>(&by_tag).await.expect("subnets").len(),
+    );
+    m.insert(
+        "routers (tag)".into(),
+        n.list::<net::Router>(&by_tag).await.expect("routers").len(),
+    );
+    m.insert(
+        "ports (tag)".into(),
+        n.list::<net::Port>(&by_tag).await.expect("ports").len(),
+    );
+    m.insert(
+        "security groups (tag)".into(),
+        n.list::<net::SecurityGroup>(&by_tag)
+            .await
+            .expect("sgs")
+            .len(),
+    );
+    m.insert(
+        "networks (name)".into(),
+        n.list::<net::Network>(&[("name", names.network_name())])
+            .await
+            .expect("networks")
+            .len(),
+    );
+    let mut sgs = 0;
+    for role in [SecurityGroupRole::ControlPlane, SecurityGroupRole::Worker] {
+        sgs += n
+            .list::<net::SecurityGroup>(&[("name", names.security_group_name(role))])
+            .await
+            .expect("sgs")
+            .len();
+    }
+    m.insert("security groups (name)".into(), sgs);
+    let lbs: Vec<lb::LoadBalancer> = os
+        .load_balancer
+        .list(&[("name", names.load_balancer_name())])
+        .await
+        .expect("lbs");
+    m.insert("load balancers (name)".into(), lbs.len());
+    let mut ports = 0;
+    for machine in shape.machines {
+        ports += n
+            .list::<net::Port>(&[("name", format!("{machine}-0"))])
+            .await
+            .expect("ports")
+            .len();
+    }
+    m.insert("machine ports (name)".into(), ports);
+    m.insert(
+        "API VIP port (name)".into(),
+        n.list::<net::Port>(&[("name", names.api_vip_port_name())])
+            .await
+            .expect("ports")
+            .len(),
+    );
+    m.insert("servers (name)".into(), servers(os, shape).await.len());
+    let group = format!("{}-control-plane", shape.cluster);
+    m.insert(
+        "server groups (name)".into(),
+        os.compute
+            .server_groups()
+            .await
+            .expect("server groups")
+            .iter()
+            .filter(|g| g.name == group)
+            .count(),
+    );
+    m
+}
+
+pub async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Whether both machines have a providerID and are Ready.
+pub async fn machines_ready(client: &Client, ns: &str, shape: &Shape) -> bool {
+    let osm = openstack_machines(client, ns);
+    let mut all = true;
+    for m in shape.machines {
+        all &= osm.get_opt(m).await.ok().flatten().is_some_and(|o| {
+            o.data["spec"]["providerID"].is_string() && condition_true(&o.data, "Ready")
+        });
+    }
+    all
+}
+
+/// Deletes servers named like the shape's machines and its control plane's server
+/// groups: a killed run leaves them, and the next would count them as its own.
+pub async fn clear_leftovers(os: &stackhook_openstack::Clients, shape: &Shape) {
+    let prefix = format!("^{}-", shape.cluster);
+    let mine = async || -> Vec<String> {
+        os.compute
+            .servers_named(&prefix)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| shape.machines.contains(&s.name.as_str()))
+            .map(|s| s.id)
+            .collect()
+    };
+    for id in mine().await {
+        let _ = os.compute.delete_server(&id).await;
+    }
+    poll(Duration::from_secs(60), async || mine().await.is_empty()).await;
+    for m in shape.machines {
+        let ports: Vec<net::Port> = os
+            .network
+            .list(&[("name", format!("{m}-0"))])
+            .await
+            .unwrap_or_default();
+        for p in ports {
+            let _ = os.network.delete::<net::Port>(&p.id).await;
+        }
+    }
+    let group = format!("{}-control-plane", shape.cluster);
+    for g in os.compute.server_groups().await.unwrap_or_default() {
+        if g.name == group {
+            let _ = os.compute.delete_server_group(&g.id).await;
+        }
+    }
+}
+
+/// Resident memory (KiB) and CPU seconds (user + system) of a process, from `/proc`.
+pub fn proc_usage(pid: u32) -> Option<(u64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces: utime and stime are the
+    // 12th and 13th of them, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(") ")?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((rss, ticks as f64 / 100.0))
+}
+
+/// The PID `up` recorded for a manager (`CAPO`, `CAPI`, …).
+pub fn manager_pid(env: &BTreeMap<String, String>, manager: &str) -> Option<u32> {
+    let file = env.get(&format!("{manager}_PID_FILE"))?;
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+/// One line of the side-by-side measurements, for BENCHMARKS.md.
+pub fn measured(
+    controller: &str,
+    phase: &str,
+    secs: f64,
+    requests: &BTreeMap<String, u64>,
+    usage: Option<(u64, f64)>,
+) {
+    let (rss, cpu) = usage.map_or(("-".to_string(), "-".to_string()), |(r, c)| {
+        (format!("{:.0}", r as f64 / 1024.0), format!("{c:.2}"))
+    });
+    println!(
+        "side-by-side: {controller} | {phase} | {secs:.1} s | {} requests | {} writes | RSS {rss} MiB | CPU {cpu} s total | {requests:?}",
+        requests.values().sum::<u64>(),
+        cloud::writes(requests),
+    );
+}
