@@ -41,10 +41,12 @@ use stackhook_openstack::networking::{self as net, Networking};
 
 const SHAPE: Shape = Shape {
     cluster: "back",
-    machines: ["back-cp-0", "back-worker-0"],
+    machines: &["back-cp-0", "back-worker-0"],
     cidr: "10.78.0.0/24",
     fixed_ip: Some("10.78.0.250"),
     server_group_policy: Some("soft-anti-affinity"),
+    load_balancer: false,
+    volumes: false,
 };
 
 fn step(started: Instant, what: &str) {
@@ -101,7 +103,7 @@ async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
     );
     let create_mark = cloud::access_mark();
     let create_started = Instant::now();
-    bed.apply(&ns, &capo::cluster_yaml(&SHAPE, &tag));
+    bed.apply(&ns, &capo::cluster_yaml(&SHAPE, &tag, None));
     let ready = poll(Duration::from_secs(240), async || {
         capo::machines_ready(&client, &ns, &SHAPE).await
     })
@@ -170,7 +172,7 @@ async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
     let osm_api = capo::openstack_machines(&client, &ns);
     let adopted = poll(Duration::from_secs(180), async || {
         let mut all = true;
-        for m in SHAPE.machines {
+        for m in SHAPE.machines.iter().copied() {
             all &= oss_api.get_opt(m).await.ok().flatten().is_some_and(|s| {
                 s.data["status"]["instanceID"].is_string() && s.data["status"]["ready"] == true
             });
@@ -179,7 +181,7 @@ async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
     })
     .await;
     if !adopted {
-        for m in SHAPE.machines {
+        for m in SHAPE.machines.iter().copied() {
             let s = oss_api
                 .get_opt(m)
                 .await
@@ -226,7 +228,7 @@ async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
         before, after,
         "CAPO changed status IDs, Ready, providerIDs or servers"
     );
-    for m in SHAPE.machines {
+    for m in SHAPE.machines.iter().copied() {
         let s = oss_api.get(m).await.expect("OpenStackServer");
         assert_eq!(
             s.data["status"]["instanceID"].as_str(),

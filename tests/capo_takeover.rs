@@ -45,10 +45,12 @@ use server::Server;
 
 const SHAPE: Shape = Shape {
     cluster: "capo",
-    machines: ["capo-cp-0", "capo-worker-0"],
+    machines: &["capo-cp-0", "capo-worker-0", "capo-worker-1"],
     cidr: "10.77.0.0/24",
     fixed_ip: None,
     server_group_policy: None,
+    load_balancer: true,
+    volumes: true,
 };
 
 fn step(started: Instant, what: &str) {
@@ -89,14 +91,28 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     // CAPO creates the cluster.
     let capo_mark = cloud::access_mark();
     let create_started = Instant::now();
-    bed.apply(&ns, &capo::cluster_yaml(&SHAPE, &tag));
+    // The control plane's server group, made beforehand as CAPO users do.
+    let group = {
+        use stackhook_openstack::compute::{Compute, ServerGroupPolicy, ServerGroupRules};
+        let g = os
+            .compute
+            .create_server_group(
+                &format!("{ns}-cp"),
+                ServerGroupPolicy::SoftAntiAffinity,
+                &ServerGroupRules::default(),
+            )
+            .await
+            .expect("server group");
+        g.id
+    };
+    bed.apply(&ns, &capo::cluster_yaml(&SHAPE, &tag, Some(&group)));
     let osm_api = capo::openstack_machines(&client, &ns);
     let ready = poll(Duration::from_secs(420), async || {
         capo::machines_ready(&client, &ns, &SHAPE).await
     })
     .await;
     if !ready {
-        for m in SHAPE.machines {
+        for m in SHAPE.machines.iter().copied() {
             println!(
                 "{m}: {:?}",
                 osm_api
@@ -108,13 +124,13 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
             );
         }
         bed.keep_logs("capo-takeover");
-        panic!("CAPO did not get both machines Ready");
+        panic!("CAPO did not get every machine Ready");
     }
     let capo_create = cloud::requests_since_by(&capo_mark, &is_capo);
     step(
         started,
         &format!(
-            "CAPO: cluster and 2 machines Ready, {} OpenStack requests ({} writes): {capo_create:?}",
+            "CAPO: cluster and 3 machines Ready, {} OpenStack requests ({} writes): {capo_create:?}",
             capo_create.values().sum::<u64>(),
             cloud::writes(&capo_create)
         ),
@@ -122,7 +138,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     let capo_pid = capo::manager_pid(&bed.env, "CAPO");
     capo::measured(
         "CAPO",
-        "cluster + 2 machines: create to Ready",
+        "cluster + 3 machines: create to Ready",
         create_started.elapsed().as_secs_f64(),
         &capo_create,
         capo_pid.and_then(capo::proc_usage),
@@ -133,9 +149,14 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         before.cluster_ready,
         "CAPO's cluster is not Ready: {before:?}"
     );
-    assert_eq!(before.servers.len(), 2, "servers: {:?}", before.servers);
+    assert_eq!(
+        before.servers.len(),
+        SHAPE.machines.len(),
+        "servers: {:?}",
+        before.servers
+    );
     let oss_api = capo::openstack_servers(&client, &ns);
-    for m in SHAPE.machines {
+    for m in SHAPE.machines.iter().copied() {
         let s = oss_api.get(m).await.expect("CAPO's OpenStackServer");
         assert!(
             s.metadata
@@ -178,7 +199,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     let adopted =
         poll(Duration::from_secs(120), async || {
             let mut all = true;
-            for m in SHAPE.machines {
+            for m in SHAPE.machines.iter().copied() {
                 let machine_has_ports = osm_api.get_opt(m).await.ok().flatten().is_some_and(|o| {
                     o.data["status"]["resources"]["ports"]
                         .as_array()
@@ -194,7 +215,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         })
         .await;
     assert!(adopted, "stackhook did not adopt CAPO's OpenStackServers");
-    step(started, "stackhook adopted both OpenStackServers (ports in the machines' status, CAPO's finalizer released)");
+    step(started, "stackhook adopted every OpenStackServer (ports in the machines' status, CAPO's finalizer released)");
     // Some resync passes of every object.
     tokio::time::sleep(Duration::from_secs(45)).await;
     let takeover = cloud::requests_since(&take_mark, Some(&agent));
@@ -271,7 +292,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     assert!(gone, "the Cluster was not deleted");
     capo::measured(
         "stackhook",
-        "cluster + 2 machines: delete",
+        "cluster + 3 machines: delete",
         delete_started.elapsed().as_secs_f64(),
         &deleted,
         capo::proc_usage(stackhook.child.id()),
@@ -290,6 +311,13 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         left.values().all(|n| *n == 0),
         "left in the cloud: {left:?}"
     );
+    {
+        use stackhook_openstack::compute::Compute;
+        os.compute
+            .delete_server_group(&group)
+            .await
+            .expect("deleting the user's server group");
+    }
     bed.keep_logs("capo-takeover");
     drop(stackhook);
 }

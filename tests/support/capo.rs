@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::capi::{self, condition_true};
 use super::cloud;
 use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
+use stackhook_openstack::blockstorage::{BlockStorage, VolumeFilter};
 use stackhook_openstack::compute::Compute;
 use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook_openstack::networking::{self as net, Networking};
@@ -23,7 +24,8 @@ use stackhook_openstack::networking::{self as net, Networking};
 /// its managed subnet, and how the API endpoint is made.
 pub struct Shape {
     pub cluster: &'static str,
-    pub machines: [&'static str; 2],
+    /// The control-plane machine first, then workers.
+    pub machines: &'static [&'static str],
     pub cidr: &'static str,
     /// `spec.apiServerFixedIP` instead of a `controlPlaneEndpoint` given by the user:
     /// stackhook then reserves the address with a port of its own.
@@ -31,6 +33,11 @@ pub struct Shape {
     /// stackhook's `spec.extensions.serverGroupPolicy` on the control-plane machine
     /// (a server group stackhook creates; CAPO does not know the field).
     pub server_group_policy: Option<&'static str>,
+    /// An API load balancer with a floating IP, instead of a fixed endpoint.
+    pub load_balancer: bool,
+    /// Block devices as CAPO users give them: the first worker boots from a root
+    /// volume, the second gets an additional volume `data`.
+    pub volumes: bool,
 }
 
 impl Shape {
@@ -54,20 +61,27 @@ pub fn openstack_entry(clouds_yaml: &str) -> String {
 /// The cluster as a CAPO user writes it: CAPI's Cluster (v1beta2) and CAPO's own
 /// v1beta1 objects, with plain Machines and their bootstrap data Secrets (so no
 /// control-plane provider or workload cluster is needed).
-pub fn cluster_yaml(shape: &Shape, tag: &str) -> String {
+/// `server_group`: the ID of an existing server group for the control-plane machine
+/// (`spec.serverGroup`, which CAPO only refers to).
+pub fn cluster_yaml(shape: &Shape, tag: &str, server_group: Option<&str>) -> String {
     let cluster = shape.cluster;
     let mut spec = json!({
         "identityRef": {"type": "Secret", "name": "capo-cloud", "cloudName": "openstack"},
         "managedSubnets": [{"cidr": shape.cidr}],
         "managedSecurityGroups": {"allowAllInClusterTraffic": true},
-        "disableAPIServerFloatingIP": true,
         "tags": [tag],
     });
-    match shape.fixed_ip {
-        Some(ip) => spec["apiServerFixedIP"] = json!(ip),
-        None => {
-            let host = shape.cidr.replace(".0/24", ".250");
-            spec["controlPlaneEndpoint"] = json!({"host": host, "port": 6443});
+    if shape.load_balancer {
+        spec["apiServerLoadBalancer"] = json!({"enabled": true});
+        spec["externalNetwork"] = json!({"filter": {"name": "public"}});
+    } else {
+        spec["disableAPIServerFloatingIP"] = json!(true);
+        match shape.fixed_ip {
+            Some(ip) => spec["apiServerFixedIP"] = json!(ip),
+            None => {
+                let host = shape.cidr.replace(".0/24", ".250");
+                spec["controlPlaneEndpoint"] = json!({"host": host, "port": 6443});
+            }
         }
     }
     let mut docs = vec![
@@ -88,6 +102,16 @@ pub fn cluster_yaml(shape: &Shape, tag: &str) -> String {
             if let Some(policy) = shape.server_group_policy {
                 spec["extensions"] = json!({"serverGroupPolicy": policy});
             }
+            if let Some(id) = server_group {
+                spec["serverGroup"] = json!({"id": id});
+            }
+        }
+        if shape.volumes && i == 1 {
+            spec["rootVolume"] = json!({"sizeGiB": 1});
+        }
+        if shape.volumes && i == 2 {
+            spec["additionalBlockDevices"] =
+                json!([{"name": "data", "sizeGiB": 1, "storage": {"type": "Volume"}}]);
         }
         docs.push(json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": format!("{m}-bootstrap"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
@@ -176,6 +200,12 @@ pub async fn snapshot(
     .map(|v| v.as_str().unwrap_or("<none>").to_string())
     .collect();
     cluster_ids.push(c.data["spec"]["controlPlaneEndpoint"].to_string());
+    if shape.load_balancer {
+        let lb = &s["apiServerLoadBalancer"];
+        for v in [&lb["id"], &lb["ip"], &lb["internalIP"]] {
+            cluster_ids.push(v.as_str().unwrap_or("<none>").to_string());
+        }
+    }
     let osm = openstack_machines(client, ns);
     let mut machines = BTreeMap::new();
     for m in shape.machines {
@@ -291,6 +321,25 @@ pub async fn leftovers(
             .len(),
     );
     m.insert("servers (name)".into(), servers(os, shape).await.len());
+    let mut volumes = 0;
+    for machine in shape.machines {
+        for suffix in ["root", "data"] {
+            let filter = VolumeFilter::named(&format!("{machine}-{suffix}"));
+            volumes += os
+                .block_storage
+                .volumes(&filter)
+                .await
+                .map_or(0, |v| v.len());
+        }
+    }
+    m.insert("volumes (name)".into(), volumes);
+    m.insert(
+        "floating IPs (tag)".into(),
+        n.list::<net::FloatingIp>(&by_tag)
+            .await
+            .expect("floating IPs")
+            .len(),
+    );
     let group = format!("{}-control-plane", shape.cluster);
     m.insert(
         "server groups (name)".into(),

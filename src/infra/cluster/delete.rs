@@ -124,6 +124,26 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                         .map_err(|e| os("DeleteFailed", e))?,
                 );
             }
+            // The load balancer's address in status, allocated by CAPO for a cluster
+            // taken over: CAPO describes it with the cluster's plain description and
+            // tags it with `spec.tags` only, so neither list above finds it.
+            let lb_ip = self
+                .status
+                .api_server_load_balancer
+                .as_ref()
+                .map(|l| l.ip.clone())
+                .filter(|ip| !ip.is_empty() && user_fip.as_deref() != Some(ip.as_str()));
+            if let Some(ip) = lb_ip {
+                let capo = self.names.description();
+                all.extend(
+                    neutron
+                        .list::<net::FloatingIp>(&[("floating_ip_address", ip)])
+                        .await
+                        .map_err(|e| os("DeleteFailed", e))?
+                        .into_iter()
+                        .filter(|f| f.description == capo),
+                );
+            }
             let mut seen = BTreeSet::new();
             all.retain(|f| seen.insert(f.id.clone()));
             all

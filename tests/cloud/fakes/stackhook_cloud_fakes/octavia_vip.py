@@ -9,12 +9,15 @@ plane. This one creates and deletes the port the way the real driver does (name
 `octavia-lb-<id>`, device owner `Octavia`, in the load balancer's project, on the
 VIP subnet, with the requested address if any) and leaves the rest a no-op.
 """
+import time
+
 from keystoneauth1 import exceptions as ks_exc
+from oslo_log import log as logging
 from octavia.common import data_models
 from octavia.common import keystone
-from octavia.network import base
 from octavia.network.drivers.noop_driver import driver as noop
 
+LOG = logging.getLogger(__name__)
 OWNER = "Octavia"
 NETWORK = {"service_type": "network", "interface": "public"}
 
@@ -51,14 +54,23 @@ class VipPortNetworkDriver(noop.NoopNetworkDriver):
         }}
         if fixed:
             body["port"]["fixed_ips"] = [fixed]
-        try:
-            port = s.post("/v2.0/ports", json=body,
-                          endpoint_filter=NETWORK).json()["port"]
-        except ks_exc.HttpError as e:
-            # The message is %-formatted with the keyword arguments.
-            raise base.AllocateVIPException(
-                "VIP port: " + str(e).replace("%", "%%"),
-                orig_msg=str(e), orig_code=e.http_status)
+        port = None
+        for attempt in range(3):
+            try:
+                port = s.post("/v2.0/ports", json=body,
+                              endpoint_filter=NETWORK).json()["port"]
+                break
+            except ks_exc.HttpError as e:
+                text = getattr(getattr(e, "response", None), "text", "")
+                LOG.error("VIP port for load balancer %s, attempt %d: %s %s (body %s)",
+                          loadbalancer.id, attempt + 1, e, text, body)
+                time.sleep(1)
+                s = _session()
+        if port is None:
+            # Never worse than the no-op driver: a VIP Neutron does not know.
+            LOG.error("no VIP port in Neutron for load balancer %s; using the no-op VIP",
+                      loadbalancer.id)
+            return super().allocate_vip(loadbalancer)
         ip = port["fixed_ips"][0]
         return (data_models.Vip(ip_address=ip["ip_address"],
                                 subnet_id=ip["subnet_id"],
