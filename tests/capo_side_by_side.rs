@@ -5,8 +5,12 @@
 //! neither controller acts on them or on the cloud, and both only list, watch and
 //! cache them: what an idle management cluster costs each.
 //!
-//! A benchmark, not run by `cargo test`:
-//! `cargo test --release --test capo_side_by_side -- --ignored --nocapture`.
+//! A second benchmark has each controller build, keep and delete the same cluster in
+//! the loopback cloud, one after the other, and counts their OpenStack requests per
+//! phase from the cloud's access logs.
+//!
+//! Benchmarks, not run by `cargo test`:
+//! `cargo test --release --test capo_side_by_side -- --ignored --nocapture --test-threads=1`.
 
 #[path = "support/capi.rs"]
 mod capi;
@@ -14,6 +18,8 @@ mod capi;
 mod capo;
 #[path = "support/cloud.rs"]
 mod cloud;
+#[path = "support/infra.rs"]
+mod infra;
 #[path = "support/kube.rs"]
 mod kube_server;
 #[path = "support/server.rs"]
@@ -129,4 +135,165 @@ async fn memory_and_cpu_of_capo_and_stackhook_watching_the_same_objects() {
         "a controller exited: CAPO {c3:?}, stackhook {s3:?}"
     );
     drop(stackhook);
+}
+
+/// The cluster both controllers build, one after the other: the takeover test's shape
+/// (API load balancer with a floating IP, managed subnet and security groups, a
+/// control-plane machine in a server group, a worker on a root volume, a worker with
+/// an additional volume).
+const SAME: capo::Shape = capo::Shape {
+    cluster: "sbs",
+    machines: &["sbs-cp-0", "sbs-worker-0", "sbs-worker-1"],
+    cidr: "10.79.0.0/24",
+    fixed_ip: None,
+    server_group_policy: None,
+    load_balancer: true,
+    volumes: true,
+};
+
+/// One controller's life of [`SAME`] in a new namespace: create → every machine
+/// Ready, a minute of steady state, delete → gone. Prints a `side-by-side:` line per
+/// phase with the cloud's request counts for `agent`.
+async fn one_life(bed: &Bed, who: &str, agent: &dyn Fn(&str) -> bool, pid: u32, group: &str) {
+    use kube::api::{Api, DeleteParams, DynamicObject};
+    let client = bed.client().await;
+    let ns = kube_server::namespace(&client, &format!("sbs-{}", who.to_lowercase())).await;
+    let clouds_path = cloud::clouds_yaml().expect("test cloud");
+    let clouds_yaml = std::fs::read_to_string(&clouds_path).expect("clouds.yaml");
+    kube_server::identity_secret(
+        &client,
+        &ns,
+        "capo-cloud",
+        &capo::openstack_entry(&clouds_yaml),
+    )
+    .await;
+    let tag = format!("sbs-{ns}");
+
+    let mark = cloud::access_mark();
+    let (t, cpu0) = (std::time::Instant::now(), capo::proc_usage(pid));
+    bed.apply(&ns, &capo::cluster_yaml(&SAME, &tag, Some(group)));
+    let ready = capo::poll(Duration::from_secs(420), async || {
+        capo::machines_ready(&client, &ns, &SAME).await
+    })
+    .await;
+    assert!(ready, "{who}: the machines did not get Ready");
+    let now = capo::proc_usage(pid);
+    capo::measured(
+        who,
+        "create → 3 machines Ready",
+        t.elapsed().as_secs_f64(),
+        &cloud::requests_since_by(&mark, agent),
+        now,
+    );
+    usage_line(who, "create", now, cpu0);
+
+    let mark = cloud::access_mark();
+    let cpu0 = capo::proc_usage(pid);
+    tokio::time::sleep(SETTLE).await;
+    let now = capo::proc_usage(pid);
+    capo::measured(
+        who,
+        "steady state, 60 s",
+        SETTLE.as_secs_f64(),
+        &cloud::requests_since_by(&mark, agent),
+        now,
+    );
+    usage_line(who, "steady state", now, cpu0);
+
+    let mark = cloud::access_mark();
+    let (t, cpu0) = (std::time::Instant::now(), capo::proc_usage(pid));
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &capi::clusters(V1_13));
+    clusters
+        .delete(SAME.cluster, &DeleteParams::default())
+        .await
+        .expect("delete Cluster");
+    let gone = capo::poll(Duration::from_secs(300), async || {
+        clusters
+            .get_opt(SAME.cluster)
+            .await
+            .ok()
+            .is_some_and(|c| c.is_none())
+    })
+    .await;
+    assert!(gone, "{who}: the Cluster was not deleted");
+    let now = capo::proc_usage(pid);
+    capo::measured(
+        who,
+        "delete → gone",
+        t.elapsed().as_secs_f64(),
+        &cloud::requests_since_by(&mark, agent),
+        now,
+    );
+    usage_line(who, "delete", now, cpu0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run with --ignored"]
+async fn calls_and_time_of_capo_and_stackhook_on_the_same_cluster() {
+    if cloud::clouds_yaml().is_none() {
+        println!("skipping: no test cloud");
+        return;
+    }
+    let bed = match tokio::task::spawn_blocking(|| {
+        Bed::start_managers(V1_13, &|_| Ok(()), &["capi", "capo"])
+    })
+    .await
+    .expect("bed")
+    {
+        Ok(b) => b,
+        Err(why) => {
+            println!("skipping: {why}");
+            return;
+        }
+    };
+    let clouds_path = cloud::clouds_yaml().expect("test cloud");
+    let clouds_yaml = std::fs::read_to_string(&clouds_path).expect("clouds.yaml");
+    let os = infra::checker(clouds_yaml.as_bytes(), cloud::MEMBER);
+    capo::clear_leftovers(&os, &SAME).await;
+    let group = {
+        use stackhook_openstack::compute::{Compute, ServerGroupPolicy, ServerGroupRules};
+        os.compute
+            .create_server_group(
+                "sbs-cp",
+                ServerGroupPolicy::SoftAntiAffinity,
+                &ServerGroupRules::default(),
+            )
+            .await
+            .expect("server group")
+            .id
+    };
+
+    let capo_pid = capo::manager_pid(&bed.env, "CAPO").expect("CAPO's PID");
+    one_life(&bed, "CAPO", &capo::is_capo, capo_pid, &group).await;
+
+    // CAPO out, stackhook in, as in the takeover runbook.
+    bed.stop_manager("capo-manager");
+    let crds = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
+        .arg("crds")
+        .output()
+        .expect("stackhook crds");
+    let text = String::from_utf8(crds.stdout).expect("UTF-8");
+    capi::kubectl(&bed.mgmt.kubeconfig, &["replace", "-f", "-"], Some(&text));
+    let agent = format!("stackhook-sbs-{}", std::process::id());
+    let kc = bed.mgmt.kubeconfig.display().to_string();
+    let stackhook = Server::start_with_env(
+        &[
+            "--openstack-user-agent",
+            &agent,
+            "--controllers",
+            "--kubeconfig",
+            &kc,
+            "--capi-version",
+            V1_13.flag,
+        ],
+        &[("RUST_LOG", Some("warn"))],
+    );
+    let ours = stackhook.child.id();
+    one_life(&bed, "stackhook", &|ua: &str| ua == agent, ours, &group).await;
+    drop(stackhook);
+    {
+        use stackhook_openstack::compute::Compute;
+        let _ = os.compute.delete_server_group(&group).await;
+    }
 }

@@ -7,15 +7,13 @@
 //! `Ready` and the providerIDs; deleting the Cluster afterwards must leave nothing
 //! CAPO or stackhook made in the cloud (checked by name and by the cluster's tag).
 //!
-//! The cluster has a managed subnet and managed security groups, one control-plane
-//! Machine and one worker (plain CAPI Machines with a bootstrap data Secret, so no
-//! control-plane provider or workload cluster is needed). It has **no API floating
-//! IP** (`disableAPIServerFloatingIP: true`): the test cloud's Octavia (no-op
-//! drivers) makes no VIP port in Neutron, so CAPO could not attach one and would
-//! never get the cluster Ready. It has **no API load balancer** either, the
-//! endpoint being given in `spec.controlPlaneEndpoint`: with one, CAPO's member
-//! creation sometimes failed for good on the test cloud (`error create lbmember:
-//! Missing input for argument [Address]`).
+//! The cluster is in the shape users run: an API load balancer with its floating IP
+//! (the test cloud's Octavia makes the VIP a Neutron port, so the address attaches),
+//! a managed subnet and managed security groups, a control-plane Machine in a server
+//! group the user made, a worker booting from a root volume and a worker with an
+//! additional volume (plain CAPI Machines with a bootstrap data Secret, so no
+//! control-plane provider or workload cluster is needed). No bastion: stackhook does
+//! not adopt CAPO's bastion OpenStackServer yet (README, "Taking over from CAPO").
 //!
 //! Skips in one line where `shared/` or the test cloud is absent.
 //! `cargo test --test capo_takeover -- --nocapture` prints each phase and its
