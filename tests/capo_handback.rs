@@ -47,6 +47,7 @@ const SHAPE: Shape = Shape {
     server_group_policy: Some("soft-anti-affinity"),
     load_balancer: false,
     volumes: false,
+    bastion: false,
 };
 
 fn step(started: Instant, what: &str) {

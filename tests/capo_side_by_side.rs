@@ -149,6 +149,7 @@ const SAME: capo::Shape = capo::Shape {
     server_group_policy: None,
     load_balancer: true,
     volumes: true,
+    bastion: false,
 };
 
 /// One controller's life of [`SAME`] in a new namespace: create → every machine

@@ -12,8 +12,7 @@
 //! a managed subnet and managed security groups, a control-plane Machine in a server
 //! group the user made, a worker booting from a root volume and a worker with an
 //! additional volume (plain CAPI Machines with a bootstrap data Secret, so no
-//! control-plane provider or workload cluster is needed). No bastion: stackhook does
-//! not adopt CAPO's bastion OpenStackServer yet (README, "Taking over from CAPO").
+//! control-plane provider or workload cluster is needed), and a bastion.
 //!
 //! Skips in one line where `shared/` or the test cloud is absent.
 //! `cargo test --test capo_takeover -- --nocapture` prints each phase and its
@@ -49,6 +48,7 @@ const SHAPE: Shape = Shape {
     server_group_policy: None,
     load_balancer: true,
     volumes: true,
+    bastion: true,
 };
 
 fn step(started: Instant, what: &str) {
@@ -105,8 +105,15 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     };
     bed.apply(&ns, &capo::cluster_yaml(&SHAPE, &tag, Some(&group)));
     let osm_api = capo::openstack_machines(&client, &ns);
+    let osc_api = capo::openstack_clusters(&client, &ns);
     let ready = poll(Duration::from_secs(420), async || {
-        capo::machines_ready(&client, &ns, &SHAPE).await
+        let bastion = osc_api
+            .get_opt(SHAPE.cluster)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|c| c.data["status"]["bastion"]["state"] == "ACTIVE");
+        bastion && capo::machines_ready(&client, &ns, &SHAPE).await
     })
     .await;
     if !ready {
@@ -166,6 +173,15 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
             "CAPO's OpenStackServer {m} has no finalizer"
         );
     }
+    let bastion_server = format!("{}-bastion", SHAPE.cluster);
+    let b = oss_api
+        .get(&bastion_server)
+        .await
+        .expect("CAPO's bastion OpenStackServer");
+    assert!(
+        !b.metadata.finalizers.clone().unwrap_or_default().is_empty(),
+        "CAPO's bastion OpenStackServer has no finalizer"
+    );
 
     // CAPO stops; stackhook's CRDs replace CAPO's (README, "Taking over from CAPO").
     let kubeconfig = bed.mgmt.kubeconfig.clone();
@@ -209,11 +225,17 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
                     });
                 all &= machine_has_ports && released;
             }
-            all
+            let bastion_released = oss_api
+                .get_opt(&bastion_server)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.metadata.finalizers.clone().unwrap_or_default().is_empty());
+            all && bastion_released
         })
         .await;
     assert!(adopted, "stackhook did not adopt CAPO's OpenStackServers");
-    step(started, "stackhook adopted every OpenStackServer (ports in the machines' status, CAPO's finalizer released)");
+    step(started, "stackhook adopted every OpenStackServer (ports in the machines' status, CAPO's finalizers released, the bastion's too)");
     // Some resync passes of every object.
     tokio::time::sleep(Duration::from_secs(45)).await;
     let takeover = cloud::requests_since(&take_mark, Some(&agent));
@@ -253,9 +275,11 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         0,
         "the takeover wrote to OpenStack beyond tags: {takeover:?}"
     );
+    // With a bastion, its security group and its port are adopted by name too.
+    let adopted_by_name = if SHAPE.bastion { 7 } else { 5 };
     assert!(
-        neutron_puts <= 5,
-        "more Neutron PUTs than one tag per adopted network, subnet, router and security group: {takeover:?}"
+        neutron_puts <= adopted_by_name,
+        "more Neutron PUTs than one tag per adopted network, subnet, router, security group and bastion port: {takeover:?}"
     );
     assert_eq!(
         before, after,

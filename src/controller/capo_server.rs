@@ -5,7 +5,8 @@
 //! such a machine its state is adopted — instance ID, resolved spec, port IDs — into
 //! the OpenStackMachine's status (a Kubernetes write only, nothing in the cloud), and
 //! then CAPO's finalizer is taken off the OpenStackServer so that deleting the
-//! Machine or the Cluster never waits on a finalizer nobody removes.
+//! Machine or the Cluster never waits on a finalizer nobody removes. The bastion's
+//! OpenStackServer only has its finalizer released.
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
@@ -116,6 +117,26 @@ pub fn merge_server_status(status: &mut OpenStackMachineStatus, server: &Value) 
 }
 
 /// Takes CAPO's finalizer off the OpenStackServer (nothing else of it is changed).
+/// Releases CAPO's finalizer on the OpenStackServer CAPO v0.14 keeps for a cluster's
+/// bastion (`<OpenStackCluster>-bastion`); returns whether there was one to release.
+/// Nothing is copied: the bastion's server, port and floating IP carry CAPO's names,
+/// so the cluster pass finds them by name and records them in its own status.
+pub async fn release_bastion(
+    client: &Client,
+    ns: &str,
+    cluster: &str,
+) -> Result<bool, kube::Error> {
+    let servers: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource());
+    let Some(server) = servers.get_opt(&format!("{cluster}-bastion")).await? else {
+        return Ok(false);
+    };
+    if !server.finalizers().iter().any(|f| f == SERVER_FINALIZER) {
+        return Ok(false);
+    }
+    release_finalizer(&servers, &server).await?;
+    Ok(true)
+}
+
 async fn release_finalizer(
     servers: &Api<DynamicObject>,
     server: &DynamicObject,

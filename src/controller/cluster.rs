@@ -203,6 +203,15 @@ async fn reconcile_inner<I: ClusterInfra>(
         tracing::debug!("paused");
         return Ok((Action::await_change(), ReconcileOutcome::skipped));
     }
+    // A bastion CAPO v0.14 made has an OpenStackServer with CAPO's finalizer that no
+    // controller here runs; released best effort, as for machines (one read per pass,
+    // only for clusters whose status records a bastion).
+    if osc.status.as_ref().is_some_and(|s| s.bastion.is_some()) {
+        match super::capo_server::release_bastion(&ctx.client, &ns, &name).await {
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "CAPO's bastion OpenStackServer not read"),
+        }
+    }
     let api: Api<OpenStackCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let scope = ClusterScope {
         namespace: ns.clone(),

@@ -38,6 +38,8 @@ pub struct Shape {
     /// Block devices as CAPO users give them: the first worker boots from a root
     /// volume, the second gets an additional volume `data`.
     pub volumes: bool,
+    /// A bastion (`<cluster>-bastion`) with CAPO's defaults.
+    pub bastion: bool,
 }
 
 impl Shape {
@@ -83,6 +85,10 @@ pub fn cluster_yaml(shape: &Shape, tag: &str, server_group: Option<&str>) -> Str
                 spec["controlPlaneEndpoint"] = json!({"host": host, "port": 6443});
             }
         }
+    }
+    if shape.bastion {
+        spec["bastion"] = json!({"enabled": true, "spec": {"flavor": "m1.tiny",
+            "image": {"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}}});
     }
     let mut docs = vec![
         json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
@@ -200,6 +206,9 @@ pub async fn snapshot(
     .map(|v| v.as_str().unwrap_or("<none>").to_string())
     .collect();
     cluster_ids.push(c.data["spec"]["controlPlaneEndpoint"].to_string());
+    if shape.bastion {
+        cluster_ids.push(s["bastion"]["id"].as_str().unwrap_or("<none>").to_string());
+    }
     if shape.load_balancer {
         let lb = &s["apiServerLoadBalancer"];
         for v in [&lb["id"], &lb["ip"], &lb["internalIP"]] {
@@ -321,6 +330,21 @@ pub async fn leftovers(
             .len(),
     );
     m.insert("servers (name)".into(), servers(os, shape).await.len());
+    m.insert(
+        "bastion server (name)".into(),
+        os.compute
+            .servers_named(&format!("^{}$", names.bastion_name()))
+            .await
+            .expect("servers")
+            .len(),
+    );
+    m.insert(
+        "bastion port (name)".into(),
+        n.list::<net::Port>(&[("name", format!("{}-0", names.bastion_name()))])
+            .await
+            .expect("ports")
+            .len(),
+    );
     let mut volumes = 0;
     for machine in shape.machines {
         for suffix in ["root", "data"] {

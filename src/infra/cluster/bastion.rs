@@ -495,9 +495,13 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 }
             }
         }
+        // Ours, or CAPO's for a cluster taken over: CAPO gives the bastion's address
+        // the cluster's plain description. Any other address on the port is only
+        // released from it.
+        let allocated = [self.bastion_fip_description(), self.names.description()];
         for f in fips {
             let res = if user_fip.as_deref() == Some(f.floating_ip_address.as_str())
-                || f.description != self.bastion_fip_description()
+                || !allocated.contains(&f.description)
             {
                 if f.port_id.is_none() {
                     continue;
