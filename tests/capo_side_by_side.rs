@@ -107,7 +107,7 @@ async fn memory_and_cpu_of_capo_and_stackhook_watching_the_same_objects() {
             "--capi-version",
             V1_13.flag,
         ],
-        &[("RUST_LOG", Some("warn"))],
+        &[("RUST_LOG", Some("info"))],
     );
     let capo_pid = capo::manager_pid(&bed.env, "CAPO").expect("CAPO's PID");
     let ours = stackhook.child.id();
@@ -288,7 +288,7 @@ async fn calls_and_time_of_capo_and_stackhook_on_the_same_cluster() {
             "--capi-version",
             V1_13.flag,
         ],
-        &[("RUST_LOG", Some("warn"))],
+        &[("RUST_LOG", Some("info"))],
     );
     let ours = stackhook.child.id();
     one_life(&bed, "stackhook", &|ua: &str| ua == agent, ours, &group).await;
