@@ -35,9 +35,16 @@ class VipPortNetworkDriver(noop.NoopNetworkDriver):
             return super().allocate_vip(loadbalancer)
         s = _session()
         network_id = vip.network_id
-        if vip.subnet_id and not network_id:
-            subnet = s.get("/v2.0/subnets/%s" % vip.subnet_id,
-                           endpoint_filter=NETWORK).json()["subnet"]
+        if vip.subnet_id:
+            # Neutron's word, not the request's: the API fills `network_id` in through
+            # the no-op driver, whose cache of subnets answers with the network of an
+            # earlier load balancer.
+            try:
+                subnet = s.get("/v2.0/subnets/%s" % vip.subnet_id,
+                               endpoint_filter=NETWORK).json()["subnet"]
+            except ks_exc.HttpError as e:
+                LOG.error("VIP subnet %s: %s; using the no-op VIP", vip.subnet_id, e)
+                return super().allocate_vip(loadbalancer)
             network_id = subnet["network_id"]
         fixed = {}
         if vip.subnet_id:
