@@ -252,30 +252,14 @@ async fn calls_and_time_of_capo_and_stackhook_on_the_same_cluster() {
     let clouds_yaml = std::fs::read_to_string(&clouds_path).expect("clouds.yaml");
     let os = infra::checker(clouds_yaml.as_bytes(), cloud::MEMBER);
     capo::clear_leftovers(&os, &SAME).await;
-    let group = {
-        use stackhook_openstack::compute::{Compute, ServerGroupPolicy, ServerGroupRules};
-        os.compute
-            .create_server_group(
-                "sbs-cp",
-                ServerGroupPolicy::SoftAntiAffinity,
-                &ServerGroupRules::default(),
-            )
-            .await
-            .expect("server group")
-            .id
-    };
+    let group = capo::create_server_group(&os, "sbs-cp").await;
 
     let capo_pid = capo::manager_pid(&bed.env, "CAPO").expect("CAPO's PID");
     one_life(&bed, "CAPO", &capo::is_capo, capo_pid, &group).await;
 
     // CAPO out, stackhook in, as in the takeover runbook.
     bed.stop_manager("capo-manager");
-    let crds = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
-        .arg("crds")
-        .output()
-        .expect("stackhook crds");
-    let text = String::from_utf8(crds.stdout).expect("UTF-8");
-    capi::kubectl(&bed.mgmt.kubeconfig, &["replace", "-f", "-"], Some(&text));
+    capi::replace_with_stackhook_crds(&bed.mgmt.kubeconfig);
     let agent = format!("stackhook-sbs-{}", std::process::id());
     let kc = bed.mgmt.kubeconfig.display().to_string();
     let stackhook = Server::start_with_env(

@@ -90,19 +90,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     let capo_mark = cloud::access_mark();
     let create_started = Instant::now();
     // The control plane's server group, made beforehand as CAPO users do.
-    let group = {
-        use stackhook_openstack::compute::{Compute, ServerGroupPolicy, ServerGroupRules};
-        let g = os
-            .compute
-            .create_server_group(
-                &format!("{ns}-cp"),
-                ServerGroupPolicy::SoftAntiAffinity,
-                &ServerGroupRules::default(),
-            )
-            .await
-            .expect("server group");
-        g.id
-    };
+    let group = capo::create_server_group(&os, &format!("{ns}-cp")).await;
     bed.apply(&ns, &capo::cluster_yaml(&SHAPE, &tag, Some(&group)));
     let osm_api = capo::openstack_machines(&client, &ns);
     let osc_api = capo::openstack_clusters(&client, &ns);
@@ -186,12 +174,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     // CAPO stops; stackhook's CRDs replace CAPO's (README, "Taking over from CAPO").
     let kubeconfig = bed.mgmt.kubeconfig.clone();
     bed.stop_manager("capo-manager");
-    let crds = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
-        .arg("crds")
-        .output()
-        .expect("stackhook crds");
-    let text = String::from_utf8(crds.stdout).expect("UTF-8");
-    capi::kubectl(&kubeconfig, &["replace", "-f", "-"], Some(&text));
+    capi::replace_with_stackhook_crds(&kubeconfig);
     step(started, "CAPO stopped, stackhook's CRDs in place");
 
     // stackhook takes over.

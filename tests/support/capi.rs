@@ -420,6 +420,24 @@ impl Drop for Bed {
 /// Installs `stackhook crds` (server-side), for [`Bed::start_with`]: before the
 /// managers start, since CAPI's look the contract label up at start.
 pub fn install_stackhook_crds(kubeconfig: &Path) -> Result<(), String> {
+    let text = stackhook_crds()?;
+    try_kubectl(
+        kubeconfig,
+        &["apply", "--server-side", "-f", "-"],
+        Some(&text),
+    )
+    .map(|_| ())
+}
+
+/// Replaces the installed CRDs of the same names (CAPO's) with `stackhook crds`, as
+/// the takeover runbook does (`kubectl replace`, dropping CAPO's conversion webhook).
+pub fn replace_with_stackhook_crds(kubeconfig: &Path) {
+    let text = stackhook_crds().unwrap_or_else(|e| panic!("{e}"));
+    kubectl(kubeconfig, &["replace", "-f", "-"], Some(&text));
+}
+
+/// What `stackhook crds` prints.
+fn stackhook_crds() -> Result<String, String> {
     let crds = Command::new(env!("CARGO_BIN_EXE_stackhook"))
         .arg("crds")
         .output()
@@ -427,13 +445,7 @@ pub fn install_stackhook_crds(kubeconfig: &Path) -> Result<(), String> {
     if !crds.status.success() {
         return Err("stackhook crds failed".into());
     }
-    let text = String::from_utf8(crds.stdout).map_err(|e| e.to_string())?;
-    try_kubectl(
-        kubeconfig,
-        &["apply", "--server-side", "-f", "-"],
-        Some(&text),
-    )
-    .map(|_| ())
+    String::from_utf8(crds.stdout).map_err(|e| e.to_string())
 }
 
 /// The kubeconfig `up` writes (file paths) with the files' contents inline, as CAPI

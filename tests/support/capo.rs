@@ -481,3 +481,18 @@ pub fn measured(
         cloud::writes(requests),
     );
 }
+
+/// A soft-anti-affinity server group made beforehand, as CAPO users do for
+/// `spec.serverGroup`; its ID.
+pub async fn create_server_group(os: &stackhook_openstack::Clients, name: &str) -> String {
+    use stackhook_openstack::compute::{ServerGroupPolicy, ServerGroupRules};
+    os.compute
+        .create_server_group(
+            name,
+            ServerGroupPolicy::SoftAntiAffinity,
+            &ServerGroupRules::default(),
+        )
+        .await
+        .expect("server group")
+        .id
+}
