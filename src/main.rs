@@ -283,14 +283,27 @@ fn plan_side(arg: &str, other: Option<&str>) -> anyhow::Result<stackhook::plan::
 fn run_plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let engine = load_packs(args.extensions.as_deref())?;
     let to = plan_side(&args.to, args.from.as_deref()).context("reading --to")?;
-    let from = match (&args.kubeconfig, &args.from) {
-        (Some(kc), _) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?
-            .block_on(stackhook::plan::sources::from_cluster(kc))
-            .context("reading the management cluster")?,
-        (None, Some(from)) => plan_side(from, Some(&args.to)).context("reading --from")?,
+    let (from, to) = match (&args.kubeconfig, &args.from) {
+        (Some(kc), _) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            let from = rt
+                .block_on(stackhook::plan::sources::from_cluster(kc, Some(&to)))
+                .context("reading the management cluster")?;
+            let (to, warnings) = rt
+                .block_on(stackhook::plan::sources::as_stored(kc, &to))
+                .context("asking the management cluster how it stores --to")?;
+            for w in warnings {
+                eprintln!("warning: {w}");
+            }
+            (from, to)
+        }
+        (None, Some(from)) => (
+            plan_side(from, Some(&args.to)).context("reading --from")?,
+            to,
+        ),
         (None, None) => anyhow::bail!("--from or --kubeconfig is needed"),
     };
     let options = stackhook::plan::Options {

@@ -12,6 +12,7 @@
 //!   the preflight until its image exists → delete, nothing left in the cloud.
 //! - `magnum_*`: the Magnum shape, with the identity Secret as the driver writes it.
 //! - `a_misspelled_flavor_*`: ValidateTopology stops the topology until it is fixed.
+//! - `plan_predictions_*`: `stackhook plan` against what CAPI then does, row by row.
 //!
 //! Each skips with one line where `shared/` or the test cloud is absent.
 //! `cargo test --test capi -- --nocapture` prints each milestone's time.
@@ -28,6 +29,9 @@ mod infra;
 mod kube_server;
 #[path = "support/server.rs"]
 mod server;
+
+#[path = "capi/plan.rs"]
+mod plan_vs_capi;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -1324,6 +1328,13 @@ async fn every_pack_accepted(w: &World) {
     for pack in &packs {
         w.wait_class_ready(&ns, &format!("pack-{pack}")).await;
     }
+}
+
+/// `stackhook plan`'s prediction for each row of a table of changes agrees with what
+/// CAPI then does (see tests/capi/plan.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn plan_predictions_under_capi_v1_13() {
+    plan_vs_capi::plan_predictions(capi::V1_13).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -52,6 +52,10 @@ pub struct ObjectSet {
     /// By namespace (empty when the file names none) and name.
     classes: BTreeMap<(String, String), Result<ClusterClass, String>>,
     templates: Templates,
+    /// The apiVersion each object is written in, by kind and name.
+    api_versions: BTreeMap<(String, String), String>,
+    /// The documents the set was made of, for [`sources::as_stored`].
+    documents: Vec<(String, Value)>,
 }
 
 impl ObjectSet {
@@ -65,6 +69,8 @@ impl ObjectSet {
         let mut clusters = BTreeMap::new();
         let mut classes = BTreeMap::new();
         let mut templates = Vec::new();
+        let mut api_versions = BTreeMap::new();
+        let documents = docs.clone();
         for (file, d) in docs {
             let kind = d.get("kind").and_then(Value::as_str).unwrap_or_default();
             let api = d
@@ -79,6 +85,7 @@ impl ObjectSet {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
+            api_versions.insert((kind.to_string(), name.clone()), api.to_string());
             let capi = api.starts_with("cluster.x-k8s.io/");
             match kind {
                 "Cluster" if capi => {
@@ -122,7 +129,16 @@ impl ObjectSet {
             clusters,
             classes,
             templates,
+            api_versions,
+            documents,
         })
+    }
+
+    /// The apiVersion object `kind`/`name` is written in here, if the set has it.
+    pub fn api_version_of(&self, kind: &str, name: &str) -> Option<&str> {
+        self.api_versions
+            .get(&(kind.to_string(), name.to_string()))
+            .map(String::as_str)
     }
 
     /// `namespace/name` of every Cluster.
@@ -774,6 +790,25 @@ fn plan_cluster(
     rules: &Rules,
 ) -> ClusterPlan {
     let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+    // Both sides as CAPI stores them: a live Cluster carries its variables' defaults
+    // and its UID, the files of a change usually neither.
+    let defaulted = |side: Option<Result<Inputs, String>>| {
+        side.map(|r| {
+            r.map(|mut i| {
+                if let Ok(c) = render::with_defaults(&i, engine) {
+                    i.cluster = c;
+                }
+                i
+            })
+        })
+    };
+    let from = defaulted(from);
+    let mut to = defaulted(to);
+    if let (Some(Ok(f)), Some(Ok(t))) = (&from, &mut to) {
+        if t.cluster.uid.is_none() {
+            t.cluster.uid.clone_from(&f.cluster.uid);
+        }
+    }
     let mut plan = ClusterPlan {
         namespace: namespace.into(),
         name: name.into(),

@@ -177,9 +177,16 @@ pub fn from_git(rev: &str, path: &Path) -> Result<ObjectSet, PlanError> {
 
 /// The Clusters and ClusterClasses of a management cluster and the templates their
 /// classes reference, as the "from" side (what is running now).
-pub async fn from_cluster(kubeconfig: &Path) -> Result<ObjectSet, PlanError> {
+///
+/// Each object is read in the apiVersion `written_as` (the other side, the files of
+/// the change) writes it in, when that side has it: the API server converts, so a
+/// repository still holding v1beta1 kubeadm templates is compared with the same
+/// shape, not with the version a class reference names.
+pub async fn from_cluster(
+    kubeconfig: &Path,
+    written_as: Option<&ObjectSet>,
+) -> Result<ObjectSet, PlanError> {
     use kube::api::{Api, DynamicObject, ListParams};
-    use kube::config::{KubeConfigOptions, Kubeconfig};
     use kube::core::GroupVersionKind;
     use kube::discovery;
 
@@ -188,34 +195,37 @@ pub async fn from_cluster(kubeconfig: &Path) -> Result<ObjectSet, PlanError> {
         source_name: source.clone(),
         message,
     };
-    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| fail(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let client = kube::Client::try_from(config).map_err(|e| fail(e.to_string()))?;
+    let client = connect(kubeconfig).await?;
     let group = discovery::group(&client, "cluster.x-k8s.io")
         .await
         .map_err(|e| fail(format!("discovering cluster.x-k8s.io: {e}")))?;
     let mut docs = Vec::new();
-    let clean = |o: DynamicObject, api_version: &str, kind: &str| -> Result<Value, PlanError> {
-        let mut v = serde_json::to_value(o).map_err(|e| fail(e.to_string()))?;
-        v["apiVersion"] = Value::from(api_version);
-        v["kind"] = Value::from(kind);
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in [
-                "managedFields",
-                "resourceVersion",
-                "generation",
-                "creationTimestamp",
-                "ownerReferences",
-            ] {
-                m.remove(k);
-            }
-        }
-        if let Some(o) = v.as_object_mut() {
-            o.remove("status");
-        }
-        Ok(v)
+    let clean = |o: DynamicObject, api_version: &str, kind: &str| {
+        serde_json::to_value(o)
+            .map(|v| cleaned(v, api_version, kind))
+            .map_err(|e| fail(e.to_string()))
+    };
+    // The version the other side writes an object in, if it is of the same group.
+    let written = |api_version: &str, kind: &str, name: &str| -> String {
+        let group = |a: &str| a.rsplit_once('/').map(|(g, _)| g.to_string());
+        written_as
+            .and_then(|o| o.api_version_of(kind, name))
+            .filter(|w| group(w) == group(api_version))
+            .unwrap_or(api_version)
+            .to_string()
+    };
+    let read = async |api_version: &str, kind: &str, ns: &str, name: &str| {
+        let (g, v) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(g, v, kind);
+        let (ar, _) = discovery::pinned_kind(&client, &gvk)
+            .await
+            .map_err(|e| fail(format!("discovering {api_version} {kind}: {e}")))?;
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+        let o = api
+            .get(name)
+            .await
+            .map_err(|e| fail(format!("reading {kind} {ns}/{name}: {e}")))?;
+        clean(o, api_version, kind)
     };
     for kind in ["Cluster", "ClusterClass"] {
         let (ar, _) = group
@@ -227,7 +237,15 @@ pub async fn from_cluster(kubeconfig: &Path) -> Result<ObjectSet, PlanError> {
             .await
             .map_err(|e| fail(format!("listing {kind}s: {e}")))?;
         for o in list.items {
-            docs.push((format!("{kind}s"), clean(o, &ar.api_version, kind)?));
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let ns = o.metadata.namespace.clone().unwrap_or_default();
+            let want = written(&ar.api_version, kind, &name);
+            let doc = if want == ar.api_version {
+                clean(o, &ar.api_version, kind)?
+            } else {
+                read(&want, kind, &ns, &name).await?
+            };
+            docs.push((format!("{kind}s"), doc));
         }
     }
     // The templates the classes reference, from the classes' namespaces.
@@ -245,7 +263,7 @@ pub async fn from_cluster(kubeconfig: &Path) -> Result<ObjectSet, PlanError> {
             for r in super::class_refs(&class) {
                 refs.insert((
                     ns.clone(),
-                    r.api_version.clone(),
+                    written(&r.api_version, &r.kind, &r.name),
                     r.kind.clone(),
                     r.name.clone(),
                 ));
@@ -253,17 +271,135 @@ pub async fn from_cluster(kubeconfig: &Path) -> Result<ObjectSet, PlanError> {
         }
     }
     for (ns, api_version, kind, name) in refs {
-        let (g, v) = api_version.split_once('/').unwrap_or(("", &api_version));
-        let gvk = GroupVersionKind::gvk(g, v, &kind);
-        let (ar, _) = discovery::pinned_kind(&client, &gvk)
-            .await
-            .map_err(|e| fail(format!("discovering {api_version} {kind}: {e}")))?;
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-        let o = api
-            .get(&name)
-            .await
-            .map_err(|e| fail(format!("reading {kind} {ns}/{name}: {e}")))?;
-        docs.push((format!("{kind}s"), clean(o, &api_version, &kind)?));
+        docs.push((
+            format!("{kind}s"),
+            read(&api_version, &kind, &ns, &name).await?,
+        ));
     }
     ObjectSet::from_documents(&source, docs)
+}
+
+/// What the API server adds that no file holds.
+fn cleaned(mut v: Value, api_version: &str, kind: &str) -> Value {
+    v["apiVersion"] = Value::from(api_version);
+    v["kind"] = Value::from(kind);
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in [
+            "managedFields",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "ownerReferences",
+            "uid",
+            "generateName",
+        ] {
+            m.remove(k);
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    v
+}
+
+async fn connect(kubeconfig: &Path) -> Result<kube::Client, PlanError> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let fail = |message: String| PlanError::Source {
+        source_name: kubeconfig.display().to_string(),
+        message,
+    };
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| fail(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    kube::Client::try_from(config).map_err(|e| fail(e.to_string()))
+}
+
+/// `set` with each template its classes reference as the API server of `kubeconfig`
+/// stores it: defaulted by the providers' webhooks and carried through their
+/// conversions (empty objects, `conversion-data`), as the live side is read. Each is
+/// sent as a server-side dry-run create under a scratch name, the way `kubectl diff`
+/// asks the server: nothing is stored, and an update's immutability rules do not
+/// apply. A template the server refuses stays as written, with a warning.
+pub async fn as_stored(
+    kubeconfig: &Path,
+    set: &ObjectSet,
+) -> Result<(ObjectSet, Vec<String>), PlanError> {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::GroupVersionKind;
+    use kube::discovery;
+
+    let client = connect(kubeconfig).await?;
+    let mut referenced = std::collections::BTreeSet::new();
+    for class in set.classes.values().flatten() {
+        for r in super::class_refs(class) {
+            referenced.insert((r.kind.clone(), r.name.clone()));
+        }
+    }
+    let params = PostParams {
+        dry_run: true,
+        field_manager: Some("stackhook-plan".into()),
+    };
+    let mut warnings = Vec::new();
+    let mut docs = Vec::with_capacity(set.documents.len());
+    for (file, d) in &set.documents {
+        let kind = d.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let name = d
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let api_version = d
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !referenced.contains(&(kind.to_string(), name.to_string())) {
+            docs.push((file.clone(), d.clone()));
+            continue;
+        }
+        let namespace = d
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let (g, v) = api_version.split_once('/').unwrap_or(("", api_version));
+        let stored = async {
+            let (ar, _) = discovery::pinned_kind(&client, &GroupVersionKind::gvk(g, v, kind))
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut scratch = d.clone();
+            if let Some(m) = scratch["metadata"].as_object_mut() {
+                m.remove("name");
+                m.remove("resourceVersion");
+                m.insert("generateName".into(), Value::from("stackhook-plan-"));
+                m.insert("namespace".into(), Value::from(namespace));
+            }
+            let obj: DynamicObject = serde_json::from_value(scratch).map_err(|e| e.to_string())?;
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+            let created = api.create(&params, &obj).await.map_err(|e| e.to_string())?;
+            let mut v = cleaned(
+                serde_json::to_value(created).map_err(|e| e.to_string())?,
+                api_version,
+                kind,
+            );
+            v["metadata"]["name"] = Value::from(name);
+            match d.pointer("/metadata/namespace") {
+                Some(ns) => v["metadata"]["namespace"] = ns.clone(),
+                None => {
+                    if let Some(m) = v["metadata"].as_object_mut() {
+                        m.remove("namespace");
+                    }
+                }
+            }
+            Ok::<Value, String>(v)
+        };
+        match stored.await {
+            Ok(v) => docs.push((file.clone(), v)),
+            Err(e) => {
+                warnings.push(format!(
+                    "{kind} {name}: the API server did not say how it would store it ({e}); compared as written"
+                ));
+                docs.push((file.clone(), d.clone()));
+            }
+        }
+    }
+    Ok((ObjectSet::from_documents(&set.source, docs)?, warnings))
 }

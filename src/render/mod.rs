@@ -466,33 +466,15 @@ fn object_kind(template_kind: &str) -> String {
         .to_string()
 }
 
-/// Checks every variable value and builds the plan. Returns every problem found.
-fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, RenderError> {
+/// The class's variable definitions: its inline ones, then each external patch's
+/// DiscoverVariables answer.
+fn definitions(
+    inputs: &Inputs,
+    inline: &Pack,
+    engine: &dyn PatchEngine,
+) -> Result<Vec<Definition>, RenderError> {
     let class = &inputs.class;
-    let cluster = &inputs.cluster;
-    let mut problems = Vec::new();
-
-    if cluster.class != class.name {
-        problems.push(format!(
-            "Cluster {}: spec.topology class is {:?}, but the ClusterClass given is {:?}",
-            cluster.name, cluster.class, class.name
-        ));
-    }
-
-    let (inline, inline_index) = inline_pack(class).map_err(RenderError::Invalid)?;
     let capi = inputs.capi;
-    // v1beta2 is served from CAPI 1.11 on: such inputs cannot reach CAPI 1.10.
-    for (what, api) in [
-        (format!("Cluster {}", cluster.name), &cluster.api_version),
-        (format!("ClusterClass {}", class.name), &class.api_version),
-    ] {
-        if api.ends_with("/v1beta2") && capi.minor < 11 {
-            problems.push(format!(
-                "{what}: apiVersion {api} is served from CAPI 1.11 on, not by CAPI {capi}"
-            ));
-        }
-    }
-
     let mut definitions: Vec<Definition> = inline
         .variables
         .iter()
@@ -533,6 +515,76 @@ fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, Re
             });
         }
     }
+    Ok(definitions)
+}
+
+/// The Cluster's variables as CAPI's defaulting webhook stores them: each value with
+/// its schema's nested defaults, every unset Cluster-wide variable that has a default
+/// added, sorted by name. A management cluster holds Clusters so and files seldom do;
+/// compared this way the two agree where CAPI would store the same object.
+pub fn with_defaults(inputs: &Inputs, engine: &dyn PatchEngine) -> Result<Cluster, RenderError> {
+    let (inline, _) = inline_pack(&inputs.class).map_err(RenderError::Invalid)?;
+    let defs = definitions(inputs, &inline, engine)?;
+    let fill = |vars: &mut Vec<Variable>| {
+        for v in vars.iter_mut() {
+            if let Some(d) = defs.iter().find(|d| d.name == v.name) {
+                v.value = d.schema.default_value(&v.value);
+            }
+        }
+        vars.sort_by(|a, b| a.name.cmp(&b.name));
+    };
+    let mut c = inputs.cluster.clone();
+    for d in &defs {
+        if c.variables.iter().any(|v| v.name == d.name) {
+            continue;
+        }
+        if let Some(default) = d.schema_default() {
+            c.variables.push(Variable {
+                name: d.name.clone(),
+                value: default,
+            });
+        }
+    }
+    fill(&mut c.variables);
+    fill(&mut c.control_plane_overrides);
+    for w in c
+        .machine_deployments
+        .iter_mut()
+        .chain(c.machine_pools.iter_mut())
+    {
+        fill(&mut w.overrides);
+    }
+    Ok(c)
+}
+
+/// Checks every variable value and builds the plan. Returns every problem found.
+fn plan<'a>(inputs: &'a Inputs, engine: &dyn PatchEngine) -> Result<Plan<'a>, RenderError> {
+    let class = &inputs.class;
+    let cluster = &inputs.cluster;
+    let mut problems = Vec::new();
+
+    if cluster.class != class.name {
+        problems.push(format!(
+            "Cluster {}: spec.topology class is {:?}, but the ClusterClass given is {:?}",
+            cluster.name, cluster.class, class.name
+        ));
+    }
+
+    let (inline, inline_index) = inline_pack(class).map_err(RenderError::Invalid)?;
+    let capi = inputs.capi;
+    // v1beta2 is served from CAPI 1.11 on: such inputs cannot reach CAPI 1.10.
+    for (what, api) in [
+        (format!("Cluster {}", cluster.name), &cluster.api_version),
+        (format!("ClusterClass {}", class.name), &class.api_version),
+    ] {
+        if api.ends_with("/v1beta2") && capi.minor < 11 {
+            problems.push(format!(
+                "{what}: apiVersion {api} is served from CAPI 1.11 on, not by CAPI {capi}"
+            ));
+        }
+    }
+
+    let definitions = definitions(inputs, &inline, engine)?;
 
     // Values: defined, valid, required ones present; defaults filled in.
     let check = |values: &[Variable], at: &str, problems: &mut Vec<String>| {
