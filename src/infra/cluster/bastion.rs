@@ -303,8 +303,18 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 .await
                 .map_err(|e| os("BastionPortFailed", e))?;
         }
+        let recorded: Vec<String> = self
+            .status
+            .bastion
+            .as_ref()
+            .and_then(|b| b.resources.as_ref())
+            .map(|r| r.ports.iter().map(|p| p.id.clone()).collect())
+            .unwrap_or_default();
         let port = match self.pick("port", &name, found)? {
-            Some(p) => p,
+            Some(p) => {
+                self.ensure_tags_of(&p, recorded.contains(&p.id)).await?;
+                p
+            }
             None => {
                 let bastion_group = self
                     .status
@@ -323,6 +333,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     .await
                     .map_err(|e| os("BastionPortFailed", e))?;
                 tracing::info!(port = %p.id, "created the bastion port");
+                // Tagged before it is recorded: see `ensure_tags_of`.
+                self.ensure_tags(&p).await?;
                 self.bastion_status().resources = Some(MachineResources {
                     ports: vec![PortStatus { id: p.id.clone() }],
                 });
@@ -330,7 +342,6 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 p
             }
         };
-        self.ensure_tags(&port).await?;
         self.bastion_status().resources = Some(MachineResources {
             ports: vec![PortStatus {
                 id: port.id.clone(),

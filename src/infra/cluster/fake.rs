@@ -1096,6 +1096,17 @@ impl FakeCloud {
         }
     }
 
+    /// Removes `tag` from every object of a collection, behind the reconcile's back.
+    pub fn untag(&self, kind: &str, tag: &str) {
+        if let Some(c) = self.lock().objects.get_mut(kind) {
+            for o in c.values_mut() {
+                if let Some(tags) = o.get_mut("tags").and_then(Value::as_array_mut) {
+                    tags.retain(|t| t != tag);
+                }
+            }
+        }
+    }
+
     /// Octavia refuses fully populated load balancer creates (501).
     pub fn refuse_populated(&self) {
         self.lock().no_populated = true;

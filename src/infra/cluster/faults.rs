@@ -413,6 +413,47 @@ async fn every_write_of_the_flow_may_fail_or_lose_its_answer() {
     }
 }
 
+/// What another controller made and recorded in the status (CAPO, before a
+/// takeover) carries the user's tags but not ours: a pass adopts it with no write.
+/// What the status does not record, found by name, still gets the owner tag.
+#[tokio::test]
+async fn recorded_resources_without_the_owner_tag_are_adopted_without_a_write() {
+    const KINDS: [&str; 4] = ["networks", "subnets", "routers", "security-groups"];
+    let mut run = Run::new(full_spec());
+    run.converge().await;
+    let own = super::owner_tag(&ClusterNames::new(NAMESPACE, CLUSTER));
+    let has = |o: &Value, tag: &str| {
+        o["tags"]
+            .as_array()
+            .is_some_and(|t| t.contains(&Value::from(tag)))
+    };
+    for kind in KINDS {
+        assert!(
+            run.cloud.created(kind).iter().all(|o| has(o, &own)),
+            "{kind}: made without the owner tag"
+        );
+        run.cloud.untag(kind, &own);
+    }
+    assert_settled(&mut run, "recorded, without the owner tag").await;
+    for kind in KINDS {
+        let made = run.cloud.created(kind);
+        assert!(!made.is_empty(), "{kind}");
+        assert!(
+            made.iter().all(|o| !has(o, &own) && has(o, "team-a")),
+            "{kind}: {made:?}"
+        );
+    }
+    // The network forgotten by the status, as after a crash between its create and
+    // the status write: found by name, it gets the owner tag.
+    let mut status = run.status();
+    status.network = None;
+    run.osc.status = Some(status);
+    assert_eq!(run.pass().await, Step::Converged);
+    let net = run.cloud.created("networks");
+    assert!(net.iter().all(|o| has(o, &own)), "{net:?}");
+    assert_deleted_cleanly(&mut run, "after the adoption").await;
+}
+
 #[tokio::test]
 async fn a_lost_status_write_after_any_create_adopts_what_was_created() {
     let (_, saves) = baseline().await;

@@ -92,8 +92,25 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         &self,
         r: &T,
     ) -> Result<Vec<String>, InfraError> {
+        self.ensure_tags_of(r, false).await
+    }
+
+    /// Like [`Self::ensure_tags`], but a resource the status recorded before this pass
+    /// gets only the user's `spec.tags`. A pass tags what it creates before recording
+    /// it, so a recorded resource without the owner tag was made by another
+    /// controller (CAPO, before a takeover): it is adopted as it is, with no write.
+    /// The owner tag still goes on what a pass made and lost track of (found by name).
+    pub(super) async fn ensure_tags_of<T: NeutronResource + Tagged>(
+        &self,
+        r: &T,
+        recorded: bool,
+    ) -> Result<Vec<String>, InfraError> {
+        let own = super::owner_tag(&self.names);
         let mut tags = r.tags().to_vec();
         for t in &self.tags {
+            if recorded && *t == own && !self.spec.tags.contains(t) {
+                continue;
+            }
             if !tags.contains(t) {
                 self.clients
                     .network()
@@ -214,8 +231,14 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .list::<net::Network>(&[("name", name.clone())])
             .await
             .map_err(|e| os("NetworkCreateFailed", e))?;
-        let network = match self.pick("network", &name, found)? {
-            Some(n) => n,
+        let recorded = self.status.network.as_ref().map(|n| n.network.id.clone());
+        let (network, net_tags) = match self.pick("network", &name, found)? {
+            Some(n) => {
+                let tags = self
+                    .ensure_tags_of(&n, recorded.as_deref() == Some(n.id.as_str()))
+                    .await?;
+                (n, tags)
+            }
             None => {
                 let mut body = json!({"name": name, "admin_state_up": true});
                 if let Some(mtu) = self.spec.network_mtu {
@@ -229,19 +252,20 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     .await
                     .map_err(|e| os("NetworkCreateFailed", e))?;
                 tracing::info!(network = %n.id, %name, "created network");
+                // Tagged before it is recorded: see `ensure_tags_of`.
+                let tags = self.ensure_tags(&n).await?;
                 self.status.network = Some(Box::new(NetworkStatusWithSubnets {
                     network: NetworkStatus {
                         name: n.name.clone(),
                         id: n.id.clone(),
-                        tags: vec![],
+                        tags: tags.clone(),
                     },
                     subnets: vec![],
                 }));
                 self.save().await?;
-                n
+                (n, tags)
             }
         };
-        let net_tags = self.ensure_tags(&network).await?;
 
         // Subnet.
         let found = neutron
@@ -251,9 +275,15 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             ])
             .await
             .map_err(|e| os("SubnetCreateFailed", e))?;
-        let subnet = match self.pick("subnet", &name, found)? {
+        let recorded_subnets: Vec<String> = self
+            .status
+            .network
+            .as_ref()
+            .map(|n| n.subnets.iter().map(|s| s.id.clone()).collect())
+            .unwrap_or_default();
+        let (subnet, subnet_tags) = match self.pick("subnet", &name, found)? {
             Some(s) => {
-                if s.dns_nameservers != managed.dns_nameservers {
+                let s = if s.dns_nameservers != managed.dns_nameservers {
                     neutron
                         .update::<net::Subnet>(
                             &s.id,
@@ -263,7 +293,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                         .map_err(|e| os("SubnetCreateFailed", e))?
                 } else {
                     s
-                }
+                };
+                let tags = self
+                    .ensure_tags_of(&s, recorded_subnets.contains(&s.id))
+                    .await?;
+                (s, tags)
             }
             None => {
                 let mut body = json!({
@@ -286,6 +320,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     .await
                     .map_err(|e| os("SubnetCreateFailed", e))?;
                 tracing::info!(subnet = %s.id, cidr = %s.cidr, "created subnet");
+                let tags = self.ensure_tags(&s).await?;
                 self.status.network = Some(Box::new(NetworkStatusWithSubnets {
                     network: NetworkStatus {
                         name: network.name.clone(),
@@ -296,14 +331,13 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                         name: s.name.clone(),
                         id: s.id.clone(),
                         cidr: s.cidr.clone(),
-                        tags: vec![],
+                        tags: tags.clone(),
                     }],
                 }));
                 self.save().await?;
-                s
+                (s, tags)
             }
         };
-        let subnet_tags = self.ensure_tags(&subnet).await?;
         self.status.network = Some(Box::new(NetworkStatusWithSubnets {
             network: NetworkStatus {
                 name: network.name.clone(),
@@ -323,15 +357,25 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             self.status.router = None;
             return Ok(());
         };
-        let router = match &self.spec.router {
-            Some(p) => self.find_router(p).await?,
+        let recorded_router = self.status.router.as_ref().map(|r| r.id.clone());
+        let (router, router_tags) = match &self.spec.router {
+            Some(p) => {
+                let r = self.find_router(p).await?;
+                let tags = r.tags.clone();
+                (r, tags)
+            }
             None => {
                 let found = neutron
                     .list::<net::Router>(&[("name", name.clone())])
                     .await
                     .map_err(|e| os("RouterCreateFailed", e))?;
                 match self.pick("router", &name, found)? {
-                    Some(r) => r,
+                    Some(r) => {
+                        let tags = self
+                            .ensure_tags_of(&r, recorded_router.as_deref() == Some(r.id.as_str()))
+                            .await?;
+                        (r, tags)
+                    }
                     None => {
                         let r: net::Router = neutron
                             .create(json!({
@@ -342,22 +386,18 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                             .await
                             .map_err(|e| os("RouterCreateFailed", e))?;
                         tracing::info!(router = %r.id, "created router");
+                        let tags = self.ensure_tags(&r).await?;
                         self.status.router = Some(Box::new(Router {
                             name: r.name.clone(),
                             id: r.id.clone(),
-                            tags: vec![],
+                            tags: tags.clone(),
                             ips: vec![],
                         }));
                         self.save().await?;
-                        r
+                        (r, tags)
                     }
                 }
             }
-        };
-        let router_tags = if self.spec.router.is_none() {
-            self.ensure_tags(&router).await?
-        } else {
-            router.tags.clone()
         };
         let ips = router
             .external_gateway_info

@@ -54,8 +54,13 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             let name = self.names.security_group_name(role);
             let same: Vec<net::SecurityGroup> =
                 listed.iter().filter(|g| g.name == name).cloned().collect();
+            let recorded = self.status_slot(role).as_ref().map(|g| g.id.clone());
             let group = match self.pick("security group", &name, same)? {
-                Some(g) => g,
+                Some(g) => {
+                    self.ensure_tags_of(&g, recorded.as_deref() == Some(g.id.as_str()))
+                        .await?;
+                    g
+                }
                 None => {
                     let g: net::SecurityGroup = self
                         .clients
@@ -64,6 +69,8 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                         .await
                         .map_err(|e| os("SecurityGroupCreateFailed", e))?;
                     tracing::info!(group = %g.id, %name, "created security group");
+                    // Tagged before it is recorded: see `ensure_tags_of`.
+                    self.ensure_tags(&g).await?;
                     *self.status_slot(role) = Some(Box::new(SecurityGroupStatus {
                         name: g.name.clone(),
                         id: g.id.clone(),
@@ -72,7 +79,6 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     g
                 }
             };
-            self.ensure_tags(&group).await?;
             *self.status_slot(role) = Some(Box::new(SecurityGroupStatus {
                 name: group.name.clone(),
                 id: group.id.clone(),
