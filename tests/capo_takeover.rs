@@ -35,10 +35,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, DynamicObject};
+use serde_json::json;
 
 use capi::{Bed, V1_13};
 use capo::{is_capo, leftovers, openstack_entry, poll, snapshot, Shape};
 use server::Server;
+use stackhook_openstack::networking::{self as net, Networking};
 
 const SHAPE: Shape = Shape {
     cluster: "capo",
@@ -85,6 +87,17 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     let os = infra::checker(clouds_yaml.as_bytes(), cloud::MEMBER);
     let tag = format!("takeover-{ns}");
     capo::clear_leftovers(&os, &SHAPE).await;
+    {
+        use stackhook_openstack::compute::Compute;
+        for s in os
+            .compute
+            .servers_named("^capo-worker-2$")
+            .await
+            .unwrap_or_default()
+        {
+            let _ = os.compute.delete_server(&s.id).await;
+        }
+    }
 
     // CAPO creates the cluster.
     let capo_mark = cloud::access_mark();
@@ -269,6 +282,98 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         "the takeover changed status, Ready, providerIDs or servers"
     );
 
+    // After the takeover, a worker CAPO made goes (its server, port and additional
+    // volume with it) and a new one comes, both under stackhook.
+    let machines: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &capi::machines(V1_13));
+    let gone_worker = SHAPE.machines[2];
+    machines
+        .delete(gone_worker, &DeleteParams::default())
+        .await
+        .expect("delete a worker Machine");
+    let worker_gone = poll(Duration::from_secs(180), async || {
+        matches!(osm_api.get_opt(gone_worker).await, Ok(None))
+    })
+    .await;
+    assert!(
+        worker_gone,
+        "{gone_worker}'s OpenStackMachine was not deleted"
+    );
+    {
+        use stackhook_openstack::blockstorage::{BlockStorage, VolumeFilter};
+        let port: Vec<net::Port> = os
+            .network
+            .list(&[("name", format!("{gone_worker}-0"))])
+            .await
+            .expect("ports");
+        let data = os
+            .block_storage
+            .volumes(&VolumeFilter::named(&format!("{gone_worker}-data")))
+            .await
+            .expect("volumes");
+        let servers = capo::servers(&os, &SHAPE).await;
+        assert!(
+            port.is_empty() && !servers.iter().any(|s| s.starts_with(gone_worker)),
+            "{gone_worker}: port {port:?} or server in {servers:?} left"
+        );
+        // Nova deletes a volume it attached with delete_on_termination; allow it time.
+        let mut data = data;
+        for _ in 0..30 {
+            if data.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            data = os
+                .block_storage
+                .volumes(&VolumeFilter::named(&format!("{gone_worker}-data")))
+                .await
+                .expect("volumes");
+        }
+        assert!(
+            data.is_empty(),
+            "{gone_worker}'s data volume left: {data:?}"
+        );
+    }
+    let new_worker = "capo-worker-2";
+    let labels = json!({"cluster.x-k8s.io/cluster-name": SHAPE.cluster});
+    let docs = [
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{new_worker}-bootstrap"), "labels": labels},
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": "#cloud-config\n", "format": "cloud-config"}}),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
+            "metadata": {"name": new_worker, "labels": labels},
+            "spec": {"flavor": "m1.tiny", "image": {"filter": {"name": "ubuntu-2404-kube-v1.33.1"}}}}),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": new_worker, "labels": labels},
+            "spec": {"clusterName": SHAPE.cluster, "version": "v1.33.1",
+                     "bootstrap": {"dataSecretName": format!("{new_worker}-bootstrap")},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                         "kind": "OpenStackMachine", "name": new_worker}}}),
+    ];
+    let yaml = docs
+        .iter()
+        .map(|d| serde_json::to_string(d).expect("json"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    bed.apply(&ns, &yaml);
+    let new_ready = poll(Duration::from_secs(180), async || {
+        osm_api
+            .get_opt(new_worker)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|o| {
+                o.data["spec"]["providerID"].is_string() && capi::condition_true(&o.data, "Ready")
+            })
+    })
+    .await;
+    assert!(new_ready, "{new_worker} got no server under stackhook");
+    step(
+        started,
+        &format!("{gone_worker} deleted (server, port, volume gone); {new_worker} ACTIVE"),
+    );
+
     // Deleting the Cluster: nothing of it is left in the cloud.
     let delete_mark = cloud::access_mark();
     let delete_started = Instant::now();
@@ -311,6 +416,15 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         ),
     );
     let left = leftovers(&os, &ns, &SHAPE, &tag).await;
+    {
+        use stackhook_openstack::compute::Compute;
+        let extra = os
+            .compute
+            .servers_named("^capo-worker-2$")
+            .await
+            .expect("servers");
+        assert!(extra.is_empty(), "capo-worker-2's server left: {extra:?}");
+    }
     println!("capo takeover: left in the cloud {left:?}");
     assert!(
         left.values().all(|n| *n == 0),
