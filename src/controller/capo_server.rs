@@ -118,23 +118,25 @@ pub fn merge_server_status(status: &mut OpenStackMachineStatus, server: &Value) 
 
 /// Takes CAPO's finalizer off the OpenStackServer (nothing else of it is changed).
 /// Releases CAPO's finalizer on the OpenStackServer CAPO v0.14 keeps for a cluster's
-/// bastion (`<OpenStackCluster>-bastion`); returns whether there was one to release.
+/// bastion (`<OpenStackCluster>-bastion`); returns the server's `status.resources`
+/// when there is one.
 /// Nothing is copied: the bastion's server, port and floating IP carry CAPO's names,
 /// so the cluster pass finds them by name and records them in its own status.
 pub async fn release_bastion(
     client: &Client,
     ns: &str,
     cluster: &str,
-) -> Result<bool, kube::Error> {
+) -> Result<Option<Value>, kube::Error> {
     let servers: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource());
     let Some(server) = servers.get_opt(&format!("{cluster}-bastion")).await? else {
-        return Ok(false);
+        return Ok(None);
     };
-    if !server.finalizers().iter().any(|f| f == SERVER_FINALIZER) {
-        return Ok(false);
+    if server.finalizers().iter().any(|f| f == SERVER_FINALIZER) {
+        release_finalizer(&servers, &server).await?;
     }
-    release_finalizer(&servers, &server).await?;
-    Ok(true)
+    // What CAPO recorded of the bastion's resources (its ports): adopted into the
+    // OpenStackCluster's status, so the bastion pass finds them recorded.
+    Ok(Some(server.data["status"]["resources"].clone()).filter(|r| r.is_object()))
 }
 
 async fn release_finalizer(

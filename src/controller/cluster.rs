@@ -206,12 +206,40 @@ async fn reconcile_inner<I: ClusterInfra>(
     // A bastion CAPO v0.14 made has an OpenStackServer with CAPO's finalizer that no
     // controller here runs; released best effort, as for machines (one read per pass,
     // only for clusters whose status records a bastion).
-    if osc.status.as_ref().is_some_and(|s| s.bastion.is_some()) {
-        match super::capo_server::release_bastion(&ctx.client, &ns, &name).await {
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "CAPO's bastion OpenStackServer not read"),
-        }
-    }
+    let adopted;
+    let osc = match osc.status.as_ref().and_then(|s| s.bastion.as_ref()) {
+        Some(bastion) => match super::capo_server::release_bastion(&ctx.client, &ns, &name).await {
+            // CAPO keeps the bastion's ports in its OpenStackServer: recorded in our
+            // status too (written now, and the pass goes on with them), they are
+            // adopted as they are.
+            Ok(Some(resources)) if bastion.resources.is_none() => {
+                let api: Api<OpenStackCluster> = Api::namespaced(ctx.client.clone(), &ns);
+                let patch = json!({"status": {"bastion": {"resources": &resources}}});
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                tracing::info!("adopted the ports of CAPO's bastion OpenStackServer");
+                let mut o = osc.clone();
+                match serde_json::from_value(resources) {
+                    Ok(r) => {
+                        if let Some(b) = o.status.as_mut().and_then(|s| s.bastion.as_mut()) {
+                            b.resources = Some(r);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "CAPO's bastion status.resources not read")
+                    }
+                }
+                adopted = o;
+                &adopted
+            }
+            Ok(_) => osc,
+            Err(e) => {
+                tracing::warn!(error = %e, "CAPO's bastion OpenStackServer not read");
+                osc
+            }
+        },
+        None => osc,
+    };
     let api: Api<OpenStackCluster> = Api::namespaced(ctx.client.clone(), &ns);
     let scope = ClusterScope {
         namespace: ns.clone(),
