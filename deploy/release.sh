@@ -131,7 +131,7 @@ write_classes() {
     cat "$root/templates/openstack-kubeadm-bootstrap-vars.yaml"
   } | strip_all_namespaces >"$dir/clusterclass-openstack-kubeadm-bootstrap-vars.yaml"
   {
-    cat "$root/clusterclasses/magnum-compatible.yaml"
+    cat "$root/clusterclasses/magnum-compatible-capi-1.11.yaml"
     echo "---"
     cat "$root/templates/magnum-compatible.yaml"
   } | strip_all_namespaces >"$dir/clusterclass-magnum-compatible-v1.yaml"

@@ -1124,8 +1124,11 @@ const SHIPPED: &[Shipped] = &[
         examples: &["magnum-cluster.yaml"],
         namespace: Some("magnum-system"),
         v1beta2_only: false,
-        sources_v1beta2: None,
-        kubeadm_refs_v1beta1: true,
+        sources_v1beta2: Some(&[
+            "clusterclasses/magnum-compatible-capi-1.11.yaml",
+            "templates/magnum-compatible.yaml",
+        ]),
+        kubeadm_refs_v1beta1: false,
     },
     Shipped {
         sources: &["clusterclasses/dev-test.yaml", "templates/dev-test.yaml"],

@@ -1079,3 +1079,135 @@ fn the_example_cluster_renders_and_validates_with_its_defaults() {
         panic!("example and fixture differ at {diff}");
     }
 }
+
+/// `extraArgs` and `kubeletExtraArgs` maps as kubeadm v1beta2 writes them: name/value
+/// lists, sorted by name (CAPI's conversion).
+fn args_to_lists(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                if (k == "extraArgs" || k == "kubeletExtraArgs") && child.is_object() {
+                    let list: Vec<Value> = child
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .map(|(n, v)| json!({"name": n, "value": v}))
+                        .collect();
+                    *child = Value::Array(list);
+                } else {
+                    args_to_lists(child);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(args_to_lists),
+        _ => {}
+    }
+}
+
+/// The other way, for comparing: a name given twice fails the test (kubeadm would
+/// get the flag twice).
+fn args_to_maps(v: &mut Value, at: &str) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                let here = format!("{at}/{k}");
+                if (k == "extraArgs" || k == "kubeletExtraArgs") && child.is_array() {
+                    let mut map = serde_json::Map::new();
+                    for e in child.as_array().unwrap() {
+                        let name = e["name"].as_str().unwrap().to_string();
+                        assert!(
+                            map.insert(name.clone(), e["value"].clone()).is_none(),
+                            "{here}: {name} twice"
+                        );
+                    }
+                    *child = Value::Object(map);
+                } else {
+                    args_to_maps(child, &here);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, e) in a.iter_mut().enumerate() {
+                args_to_maps(e, &format!("{at}/{i}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Under CAPI 1.11 and later (clusterclasses/magnum-compatible-capi-1.11.yaml) CAPI
+/// hands the magnum pack the kubeadm templates in v1beta2, where `extraArgs` are
+/// name/value lists. For every case of the variable table, the kubeadm settings come
+/// out the same as from the v1beta1 templates. The CAPI 1.11 file is the v1beta1 one
+/// with only its two kubeadm references moved to v1beta2.
+#[test]
+fn the_v1beta2_kubeadm_templates_get_the_same_settings_as_the_v1beta1_ones() {
+    let v1beta1 = docs("clusterclasses/magnum-compatible.yaml").remove(0);
+    let v1beta2 = docs("clusterclasses/magnum-compatible-capi-1.11.yaml").remove(0);
+    let mut moved = v1beta1.clone();
+    moved["spec"]["controlPlane"]["ref"]["apiVersion"] =
+        json!("controlplane.cluster.x-k8s.io/v1beta2");
+    moved["spec"]["workers"]["machineDeployments"][0]["template"]["bootstrap"]["ref"]
+        ["apiVersion"] = json!("bootstrap.cluster.x-k8s.io/v1beta2");
+    assert_eq!(
+        moved, v1beta2,
+        "the two files differ in more than the kubeadm references"
+    );
+    let class = ClusterClass::from_value(&v1beta2).unwrap();
+
+    let converted: Vec<(String, Value)> = docs("templates/magnum-compatible.yaml")
+        .into_iter()
+        .map(|mut d| {
+            let api = d["apiVersion"].as_str().unwrap().to_string();
+            if let Some(group) = api.strip_suffix("/v1beta1").filter(|g| {
+                *g == "controlplane.cluster.x-k8s.io" || *g == "bootstrap.cluster.x-k8s.io"
+            }) {
+                d["apiVersion"] = json!(format!("{group}/v1beta2"));
+                args_to_lists(&mut d["spec"]);
+                let spec = &mut d["spec"]["template"]["spec"];
+                if let Some(before) = spec.as_object_mut().and_then(|s| s.remove("rolloutBefore")) {
+                    spec["rollout"] = json!({"before": before});
+                }
+            }
+            ("converted".to_string(), d)
+        })
+        .collect();
+    let templates = Templates::from_documents("v1beta2 templates", converted).unwrap();
+
+    let kubeadm = |objs: &[Value]| -> Vec<Value> {
+        objs.iter()
+            .filter_map(|o| match o["kind"].as_str() {
+                Some("KubeadmControlPlane") => Some(o["spec"]["kubeadmConfigSpec"].clone()),
+                Some("KubeadmConfigTemplate") => Some(o["spec"]["template"]["spec"].clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut seen_lists = 0;
+    for c in cases() {
+        let cluster = c.cluster_yaml();
+        let old = render_at(&cluster, OUR_CLASS, CapiVersion::NEWEST);
+        let mut inputs = inputs_at(&cluster, OUR_CLASS, CapiVersion::NEWEST);
+        inputs.class = class.clone();
+        inputs.templates = templates.clone();
+        let new = render::render(&inputs, engine()).unwrap_or_else(|e| panic!("{}: {e}", c.what));
+        let (want, mut got) = (kubeadm(&old), kubeadm(&new));
+        assert_eq!(want.len(), 2, "{}", c.what);
+        assert_eq!(got.len(), 2, "{}", c.what);
+        for g in &mut got {
+            if g.to_string().contains("\"extraArgs\":[") {
+                seen_lists += 1;
+            }
+            args_to_maps(g, c.what);
+        }
+        for (w, g) in want.iter().zip(&got) {
+            if let Some(diff) = difference(w, g, "kubeadm") {
+                panic!("{}: v1beta1 vs v1beta2 differ at {diff}", c.what);
+            }
+        }
+    }
+    assert!(
+        seen_lists > 0,
+        "no v1beta2 template was rendered with lists"
+    );
+}
