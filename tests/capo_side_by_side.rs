@@ -177,6 +177,27 @@ async fn one_life(bed: &Bed, who: &str, agent: &dyn Fn(&str) -> bool, pid: u32, 
         capo::machines_ready(&client, &ns, &SAME).await
     })
     .await;
+    if !ready {
+        for ar in [
+            capi::infra("OpenStackCluster", "openstackclusters"),
+            capi::infra("OpenStackMachine", "openstackmachines"),
+        ] {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+            for o in api
+                .list(&Default::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                println!(
+                    "{} {}: {}",
+                    ar.kind,
+                    o.metadata.name.unwrap_or_default(),
+                    o.data["status"]
+                );
+            }
+        }
+    }
     assert!(ready, "{who}: the machines did not get Ready");
     let now = capo::proc_usage(pid);
     capo::measured(

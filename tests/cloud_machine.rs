@@ -233,6 +233,83 @@ fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
     });
 }
 
+/// A worker booting from its image with an additional Cinder volume: beside it Nova
+/// needs the image as a mapped boot device as well as `imageRef` (CAPO sends both).
+/// The server boots from the image with the volume attached; deleting the machine
+/// removes the server, its port and the volume. (A local additional disk would need a
+/// flavor with ephemeral space; the test cloud's have none.)
+#[test]
+fn a_worker_from_its_image_with_additional_devices_boots_and_leaves_nothing() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        use stackhook::infra::api::machine::{
+            AdditionalBlockDevice, BlockDeviceStorage, BlockDeviceType, BlockDeviceVolume,
+        };
+        use stackhook_openstack::blockstorage::VolumeFilter;
+        let name = unique("mb");
+        let osc = ready_cluster(&name, "10.66.0.0/24", &id).await;
+        let server_name = format!("{name}-md-0-b1");
+        let data = format!("{server_name}-data");
+        let checks = AssertUnwindSafe(async {
+            let infra = OpenStackMachineInfra::default();
+            let scope = machine_scope(&name, &osc, false);
+            let mut osm = machine(&server_name);
+            osm.spec.additional_block_devices = vec![AdditionalBlockDevice {
+                name: "data".into(),
+                size_gib: 1,
+                storage: BlockDeviceStorage {
+                    type_: BlockDeviceType::Volume,
+                    volume: Some(BlockDeviceVolume::default()),
+                },
+            }];
+            converge_machine(&infra, &scope, &mut osm, &id, false).await;
+            let status = osm.status.clone().expect("status");
+            assert_eq!(status.ready, Some(true), "{status:?}");
+            let server_id = status.instance_id.clone().expect("instance ID");
+            let server = member.compute.server(&server_id).await.expect("server");
+            assert_eq!(server.status, "ACTIVE");
+            assert_eq!(
+                server.image_id,
+                status.resolved.as_ref().and_then(|r| r.image_id.clone()),
+                "booted from the image"
+            );
+            let volumes = member
+                .block_storage
+                .volumes(&VolumeFilter::named(&data))
+                .await
+                .unwrap();
+            assert_eq!(volumes.len(), 1, "{volumes:?}");
+            assert!(
+                server
+                    .volumes_attached
+                    .iter()
+                    .any(|v| v.id == volumes[0].id),
+                "the data volume is not attached: {:?}",
+                server.volumes_attached
+            );
+            delete_machine(&infra, &scope, &mut osm, &id).await;
+            assert_eq!(servers_named(&member, &server_name).await, 0);
+            assert!(ports_named(&member, &format!("{server_name}-0"))
+                .await
+                .is_empty());
+            let left = member
+                .block_storage
+                .volumes(&VolumeFilter::named(&data))
+                .await
+                .unwrap();
+            assert!(left.is_empty(), "data volume left: {left:?}");
+        })
+        .catch_unwind()
+        .await;
+        finish(checks, &member, &[&server_name], &name, &osc, &id).await;
+    });
+}
+
 #[test]
 fn a_crash_after_every_create_never_leaves_a_second_server_or_port() {
     let Some(clouds) = cloud::clouds_yaml() else {

@@ -664,9 +664,14 @@ impl ServerCreate {
             "networks": self.port_ids.iter().map(|p| json!({"port": p})).collect::<Vec<_>>(),
         });
         if let Some(image) = image_id {
-            // As CAPO: when a mapped device boots, the mapping names the
-            // image or volume, and imageRef stays out.
-            if !boots_from_device {
+            // As CAPO: when a volume boots, the mapping names it and imageRef stays
+            // out; an image mapped to the local disk (beside other devices) needs
+            // imageRef too, or Nova answers "Mapping image to local is not supported".
+            let boots_from_volume = self
+                .block_devices
+                .iter()
+                .any(|d| d.boot_index == 0 && d.destination_type == BlockDestination::Volume);
+            if !boots_from_volume {
                 body["imageRef"] = json!(image);
             }
         }
@@ -1303,6 +1308,25 @@ mod tests {
             body[SCHEDULER_HINTS_KEY],
             json!({"group": "g", "different_host": ["s0"]})
         );
+
+        // The image mapped to the local disk beside a data volume: Nova wants the
+        // mapping and imageRef both.
+        let image_beside = ServerCreate {
+            image_id: Some("img".into()),
+            block_devices: vec![
+                BlockDevice::boot_image_local("img"),
+                BlockDevice::data_volume("data", Some("data")),
+            ],
+            ..machine()
+        };
+        let beside = image_beside.body().unwrap();
+        assert_eq!(beside["imageRef"], "img");
+        assert_eq!(beside["block_device_mapping_v2"][0]["source_type"], "image");
+        assert_eq!(
+            beside["block_device_mapping_v2"][0]["destination_type"],
+            "local"
+        );
+        assert_eq!(beside["block_device_mapping_v2"][0]["boot_index"], 0);
         let request = server_envelope(body);
         assert_eq!(request[SCHEDULER_HINTS_KEY]["group"], "g");
         assert!(request["server"].get(SCHEDULER_HINTS_KEY).is_none());

@@ -17,7 +17,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use stackhook_openstack::blockstorage::{BlockStorage, Volume, VolumeCreate, VolumeFilter};
 use stackhook_openstack::compute::{
-    BlockDevice, Compute, Server, ServerCreate, ServerGroupPolicy, ServerGroupRules,
+    BlockDestination, BlockDevice, Compute, Server, ServerCreate, ServerGroupPolicy,
+    ServerGroupRules,
 };
 use stackhook_openstack::image::Images;
 use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
@@ -909,7 +910,9 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             };
             scheduler_hints.insert(h.name.clone(), value);
         }
-        let boots_from_volume = block_devices.iter().any(|d| d.boot_index == 0);
+        let boots_from_volume = block_devices
+            .iter()
+            .any(|d| d.boot_index == 0 && d.destination_type == BlockDestination::Volume);
         let create = ServerCreate {
             name: self.name.clone(),
             flavor_id: resolved.flavor_id.clone().unwrap_or_default(),
@@ -1075,6 +1078,15 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         if waiting {
             self.wait(SERVER_REQUEUE);
             return Ok(None);
+        }
+        // Beside other devices the image needs a mapping of its own: Nova takes no
+        // `imageRef` plus a mapping without a boot device ("Boot sequence for the
+        // instance and image/block device mapping combination is not valid"). CAPO
+        // sends the same entry.
+        if !devices.is_empty() && !devices.iter().any(|d| d.boot_index == 0) {
+            if let Some(image) = &image_id {
+                devices.insert(0, BlockDevice::boot_image_local(image));
+            }
         }
         Ok(Some(devices))
     }
