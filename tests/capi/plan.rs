@@ -51,6 +51,16 @@ impl Side {
             .unwrap_or_else(|| panic!("no variable {name}"))
     }
 
+    /// The class's patch `name`.
+    fn patch(&mut self, name: &str) -> &mut Value {
+        self.class()["spec"]["patches"]
+            .as_array_mut()
+            .expect("patches")
+            .iter_mut()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no patch {name}"))
+    }
+
     fn machine_deployments(&mut self) -> &mut Vec<Value> {
         self.cluster()["spec"]["topology"]["workers"]["machineDeployments"]
             .as_array_mut()
@@ -431,13 +441,7 @@ const ROWS: &[Row] = &[
     Row {
         what: "that inline patch edited (another label key)",
         change: |s| {
-            let patches = s.class()["spec"]["patches"]
-                .as_array_mut()
-                .expect("patches");
-            let p = patches
-                .iter_mut()
-                .find(|p| p["name"] == "node-pool-label")
-                .expect("the inline patch");
+            let p = s.patch("node-pool-label");
             p["definitions"][0]["jsonPatches"][0]["valueFrom"]["template"] = json!(
                 "{name: node-labels, value: 'stackhook.io/machine-deployment={{ .builtin.machineDeployment.topologyName }}'}"
             );
@@ -446,13 +450,7 @@ const ROWS: &[Row] = &[
     Row {
         what: "a new version of the openstack pack referenced by the class (v1 → v2)",
         change: |s| {
-            let patches = s.class()["spec"]["patches"]
-                .as_array_mut()
-                .expect("patches");
-            let p = patches
-                .iter_mut()
-                .find(|p| p["name"] == "openstack")
-                .expect("the openstack patch");
+            let p = s.patch("openstack");
             for (_, v) in p["external"].as_object_mut().expect("external").iter_mut() {
                 if let Some(ext) = v.as_str() {
                     *v = json!(ext.replace("openstack-v1-", "openstack-v2-"));

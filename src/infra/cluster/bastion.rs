@@ -119,6 +119,16 @@ fn port_create(
 }
 
 impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
+    /// The bastion's ports the status records.
+    fn recorded_bastion_ports(&self) -> Vec<String> {
+        self.status
+            .bastion
+            .as_ref()
+            .and_then(|b| b.resources.as_ref())
+            .map(|r| r.ports.iter().map(|p| p.id.clone()).collect())
+            .unwrap_or_default()
+    }
+
     fn bastion_fip_description(&self) -> String {
         format!("{} bastion", self.names.description())
     }
@@ -303,13 +313,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 .await
                 .map_err(|e| os("BastionPortFailed", e))?;
         }
-        let recorded: Vec<String> = self
-            .status
-            .bastion
-            .as_ref()
-            .and_then(|b| b.resources.as_ref())
-            .map(|r| r.ports.iter().map(|p| p.id.clone()).collect())
-            .unwrap_or_default();
+        let recorded = self.recorded_bastion_ports();
         let port = match self.pick("port", &name, found)? {
             Some(p) => {
                 self.ensure_tags_of(&p, recorded.contains(&p.id)).await?;
@@ -464,13 +468,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
 
         let neutron = self.clients.network();
         let name = self.bastion_port_name();
-        let mut port_ids: Vec<String> = self
-            .status
-            .bastion
-            .as_ref()
-            .and_then(|b| b.resources.as_ref())
-            .map(|r| r.ports.iter().map(|p| p.id.clone()).collect())
-            .unwrap_or_default();
+        let mut port_ids = self.recorded_bastion_ports();
         let mut query = vec![("name", name)];
         match &self.status.network {
             Some(n) => query.push(("network_id", n.network.id.clone())),
