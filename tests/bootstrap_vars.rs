@@ -13,16 +13,10 @@
 //! AfterControlPlaneInitialized hook, over HTTPS, answers that the Secret is current
 //! and records an Event on the Cluster.
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/replica.rs"]
-mod replica;
-#[path = "support/server.rs"]
-mod server;
+use crate::cloud;
+use crate::infra;
+use crate::kube_server;
+use crate::replica;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;

@@ -17,18 +17,12 @@
 //! Each skips with one line where `shared/` or the test cloud is absent.
 //! `cargo test --test capi -- --nocapture` prints each milestone's time.
 
-#[path = "support/capi.rs"]
-mod capi;
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/clusterctl.rs"]
-mod clusterctl;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/server.rs"]
-mod server;
+use crate::capi;
+use crate::cloud;
+use crate::clusterctl;
+use crate::infra;
+use crate::kube_server;
+use crate::server;
 
 #[path = "capi/plan.rs"]
 mod plan_vs_capi;
@@ -51,12 +45,16 @@ use stackhook_openstack::networking::{self as net, Networking};
 
 const EXTENSION: &str = "stackhook";
 
-/// The server groups the tests make; those a failed run left are removed first.
+/// The server groups the tests make; those of the same names a failed run left are
+/// removed first (only those: tests running beside this one have groups of their own).
 const SERVER_GROUP_PREFIX: &str = "capi-sg-";
 
-async fn remove_stale_server_groups(os: &stackhook_openstack::Clients) {
+async fn remove_stale_server_groups(os: &stackhook_openstack::Clients, names: &[String]) {
     for g in os.compute.server_groups().await.expect("server groups") {
-        if g.name.starts_with(SERVER_GROUP_PREFIX) {
+        if names
+            .iter()
+            .any(|n| g.name == format!("{SERVER_GROUP_PREFIX}{n}"))
+        {
             let _ = os.compute.delete_server_group(&g.id).await;
         }
     }
@@ -75,9 +73,9 @@ async fn loopback_image(os: &stackhook_openstack::Clients) -> String {
 }
 
 /// Soft-anti-affinity server groups with these names (after the test's prefix), for
-/// variables that name existing groups; those a failed run left go first.
+/// variables that name existing groups; those of these names a failed run left go first.
 async fn server_groups(os: &stackhook_openstack::Clients, names: &[String]) -> Vec<String> {
-    remove_stale_server_groups(os).await;
+    remove_stale_server_groups(os, names).await;
     let mut ids = Vec::new();
     for name in names {
         let g = os
@@ -94,7 +92,9 @@ async fn server_groups(os: &stackhook_openstack::Clients, names: &[String]) -> V
     ids
 }
 
-/// One bed at a time: each is two API servers and three managers, and two cores.
+/// One bed at a time under `cargo test`, which runs this file's tests as threads of one
+/// process: each bed is two API servers and three managers, and two cores. nextest
+/// (`.ci/run`) gives each test a process and bounds them with its `capi` test group.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// What a test needs: the bed, stackhook registered with CAPI, the cloud.

@@ -15,18 +15,12 @@
 //! `cargo test --test capo_handback -- --nocapture` prints each phase and its
 //! request counts.
 
-#[path = "support/capi.rs"]
-mod capi;
-#[path = "support/capo.rs"]
-mod capo;
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/server.rs"]
-mod server;
+use crate::capi;
+use crate::capo;
+use crate::cloud;
+use crate::infra;
+use crate::kube_server;
+use crate::server;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -59,6 +53,7 @@ fn step(started: Instant, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
+    let _one = capo::ONE_CAPO.lock().await;
     let Some(clouds_path) = cloud::clouds_yaml() else {
         println!("skipping capo handback: no test cloud");
         return;

@@ -12,18 +12,12 @@
 //! Benchmarks, not run by `cargo test`:
 //! `cargo test --release --test capo_side_by_side -- --ignored --nocapture --test-threads=1`.
 
-#[path = "support/capi.rs"]
-mod capi;
-#[path = "support/capo.rs"]
-mod capo;
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/server.rs"]
-mod server;
+use crate::capi;
+use crate::capo;
+use crate::cloud;
+use crate::infra;
+use crate::kube_server;
+use crate::server;
 
 use std::time::Duration;
 
@@ -87,6 +81,7 @@ fn usage_line(who: &str, what: &str, now: Option<(u64, f64)>, before: Option<(u6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: run with --ignored"]
 async fn memory_and_cpu_of_capo_and_stackhook_watching_the_same_objects() {
+    let _one = capo::ONE_CAPO.lock().await;
     let bed =
         match tokio::task::spawn_blocking(|| Bed::start_managers(V1_13, &|_| Ok(()), &["capo"]))
             .await
@@ -253,6 +248,7 @@ async fn one_life(bed: &Bed, who: &str, agent: &dyn Fn(&str) -> bool, pid: u32, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: run with --ignored"]
 async fn calls_and_time_of_capo_and_stackhook_on_the_same_cluster() {
+    let _one = capo::ONE_CAPO.lock().await;
     if cloud::clouds_yaml().is_none() {
         println!("skipping: no test cloud");
         return;

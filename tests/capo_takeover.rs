@@ -18,18 +18,12 @@
 //! `cargo test --test capo_takeover -- --nocapture` prints each phase and its
 //! request counts.
 
-#[path = "support/capi.rs"]
-mod capi;
-#[path = "support/capo.rs"]
-mod capo;
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/server.rs"]
-mod server;
+use crate::capi;
+use crate::capo;
+use crate::cloud;
+use crate::infra;
+use crate::kube_server;
+use crate::server;
 
 use std::time::{Duration, Instant};
 
@@ -61,6 +55,7 @@ fn step(started: Instant, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
+    let _one = capo::ONE_CAPO.lock().await;
     let Some(clouds_path) = cloud::clouds_yaml() else {
         println!("skipping capo takeover: no test cloud");
         return;

@@ -6,10 +6,8 @@
 //! load balancer flavor is the user's error. Skipped unless cloud tests are
 //! enabled (see tests/support/cloud.rs).
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
+use crate::cloud;
+use crate::infra;
 
 use std::time::Duration;
 

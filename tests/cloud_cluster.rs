@@ -9,10 +9,8 @@
 //! Request counts per phase are printed as `BENCH` lines:
 //! `STACKHOOK_CLOUD_TESTS=1 cargo test --test cloud_cluster -- --nocapture --test-threads=1`
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
+use crate::cloud;
+use crate::infra;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

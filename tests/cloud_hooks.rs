@@ -15,16 +15,10 @@
 //! `cargo test --test cloud_hooks -- --nocapture` prints `BENCH` lines with the
 //! hook latencies and how long the cloud work took.
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/replica.rs"]
-mod replica;
-#[path = "support/server.rs"]
-mod server;
+use crate::cloud;
+use crate::infra;
+use crate::kube_server;
+use crate::replica;
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;

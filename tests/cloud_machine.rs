@@ -6,12 +6,9 @@
 //! never leaves a second server or port. Skipped unless cloud tests are enabled (see
 //! tests/support/cloud.rs).
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/machine.rs"]
-mod machine_support;
+use crate::cloud;
+use crate::infra;
+use crate::machine_support;
 
 use std::panic::AssertUnwindSafe;
 

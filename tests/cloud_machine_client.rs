@@ -8,8 +8,7 @@
 //! enabled (see tests/support/cloud.rs):
 //! `STACKHOOK_CLOUD_TESTS=1 cargo test --test cloud_machine_client`
 
-#[path = "support/cloud.rs"]
-mod cloud;
+use crate::cloud;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -4,8 +4,7 @@
 //! 2.64 and volumes, then deletes them and compares the project's resource counts.
 //! Skipped unless cloud tests are enabled (see tests/support/cloud.rs).
 
-#[path = "support/cloud.rs"]
-mod cloud;
+use crate::cloud;
 
 use std::process::Command;
 

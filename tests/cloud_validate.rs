@@ -13,16 +13,10 @@
 //! - `--validate-cloud warn` with no wait: the first call is answered before the
 //!   lookups finish, later ones from their answer, and none is refused.
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/replica.rs"]
-mod replica;
-#[path = "support/server.rs"]
-mod server;
+use crate::cloud;
+use crate::infra;
+use crate::kube_server;
+use crate::replica;
 
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};

@@ -6,10 +6,8 @@
 //! tests/support/cloud.rs). Request counts print as `BENCH` lines with
 //! `-- --nocapture --test-threads=1`.
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/infra.rs"]
-mod infra;
+use crate::cloud;
+use crate::infra;
 
 use infra::{expect_none, inventory, runtime, unique};
 use serde_json::json;

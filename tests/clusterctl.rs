@@ -8,10 +8,8 @@
 //!
 //! Each skips with one line where `shared/` or kubectl is absent.
 
-#[path = "support/clusterctl.rs"]
-mod clusterctl;
-#[path = "support/kube.rs"]
-mod kube_server;
+use crate::clusterctl;
+use crate::kube_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

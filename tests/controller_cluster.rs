@@ -1,8 +1,7 @@
 //! The OpenStackCluster reconciler against a scripted apiserver: which
 //! requests it makes, in which order, with which bodies.
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
+use crate::apiserver;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! Leader election request shapes: create, renew, takeover only after expiry
 //! on the candidate's own clock, conflicts, release.
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
+use crate::apiserver;
 
 use std::time::{Duration, Instant};
 

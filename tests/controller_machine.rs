@@ -5,8 +5,7 @@
 //! no reconcile; and a control-plane machine that has gone wakes the other
 //! control-plane machines of its cluster at once, not at the next resync.
 
-#[path = "support/kube.rs"]
-mod kube_server;
+use crate::kube_server;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

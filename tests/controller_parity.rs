@@ -11,8 +11,7 @@
 //! - `--watch-filter`: only objects with the filter's label value are reconciled, and
 //!   each filter value has a Lease of its own.
 
-#[path = "support/kube.rs"]
-mod kube_server;
+use crate::kube_server;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

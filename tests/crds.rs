@@ -1,8 +1,7 @@
 //! The CAPO-compatible CRDs: schema shape, metadata, and the behaviour of
 //! the generated validation on hand-written CAPO-shaped objects.
 
-#[path = "support/crd_schema.rs"]
-mod crd_schema;
+use crate::crd_schema;
 
 use std::collections::BTreeSet;
 

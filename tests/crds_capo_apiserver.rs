@@ -9,8 +9,7 @@
 //! Needs `../shared/kube` (a private API server per order, since CAPO's CRDs must not
 //! reach other tests) and CAPO's CRDs in `../shared/capi/crds/capo`.
 
-#[path = "support/kube.rs"]
-mod kube_server;
+use crate::kube_server;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

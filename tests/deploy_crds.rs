@@ -3,8 +3,7 @@
 //! infrastructure provider in place of CAPO's, and that their schemas accept
 //! CAPO v0.14 objects and reject broken ones.
 
-#[path = "support/crd_schema.rs"]
-mod crd_schema;
+use crate::crd_schema;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -21,16 +21,11 @@
 //!
 //! `cargo test --test e2e -- --nocapture` prints how long each step took.
 
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/crd_schema.rs"]
-mod crd_schema;
-#[path = "support/infra.rs"]
-mod infra;
-#[path = "support/kube.rs"]
-mod kube_server;
-#[path = "support/server.rs"]
-mod server;
+use crate::cloud;
+use crate::crd_schema;
+use crate::infra;
+use crate::kube_server;
+use crate::server;
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;

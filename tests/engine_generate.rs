@@ -1,7 +1,7 @@
 //! GeneratePatches: CAPI's inline patch semantics, checked against hand-written
 //! expectations (request in, decoded JSON patch out).
 
-mod engine_support;
+use crate::engine_support;
 
 use engine_support::*;
 use serde_json::{json, Value};

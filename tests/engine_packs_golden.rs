@@ -1,7 +1,7 @@
 //! The shipped packs against a CAPI 1.14-shaped request for an OpenStack + Cilium
 //! ClusterClass; expected patches are written by hand in tests/fixtures/engine.
 
-mod engine_support;
+use crate::engine_support;
 
 use engine_support::patches;
 use serde_json::{json, Value};

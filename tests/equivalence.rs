@@ -3,8 +3,7 @@
 //! follow CAPI's documented naming, labelling and patch rules; the CLI is
 //! deterministic and `validate` reports field paths.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -2,8 +2,7 @@
 //! the spec.extensions field the controller reads, or the kubeadm / CAPO field that
 //! carries it; cloud-decided values stay out of the templates.
 
-#[path = "engine_support/mod.rs"]
-mod engine_support;
+use crate::engine_support;
 
 use std::collections::BTreeMap;
 

@@ -3,8 +3,7 @@
 //! MachineDeployment overrides stay on their deployment, bad values are refused with
 //! their field paths. Expected shapes are CAPO's and kubeadm's documented fields.
 
-#[path = "engine_support/mod.rs"]
-mod engine_support;
+use crate::engine_support;
 
 use engine_support::{minimal_items, patched_objects, vars};
 use serde_json::{json, Value};

@@ -8,8 +8,7 @@
 //! passes. It always starts an API server of its own: the plan reads every Cluster the
 //! server has.
 
-#[path = "support/kube.rs"]
-mod kube_server;
+use crate::kube_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

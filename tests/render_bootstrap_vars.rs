@@ -4,8 +4,7 @@
 //! kubeadm templates read the Secret the controller writes, by the name and keys
 //! the controller uses; nothing the cloud decides is in a template.
 
-#[path = "support/crd_schema.rs"]
-mod crd_schema;
+use crate::crd_schema;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

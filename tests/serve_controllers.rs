@@ -1,8 +1,7 @@
 //! `stackhook serve --controllers` without any Kubernetes config: hooks are
 //! still served, the log says why the controllers are off, SIGTERM exits 0.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,6 @@
 //! Malformed input, unknown paths, holds, metrics and shutdown, against the real binary.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{client, fixture, post_json, post_raw, Proto, Server, API, PREFIX};

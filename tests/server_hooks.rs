@@ -1,8 +1,7 @@
 //! Every hook of v1alpha1, over real TLS against the real binary, with h2 and http/1.1
 //! and no Content-Type, with v1beta1 and v1beta2 Cluster payloads.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{client, fixture, post_json, post_raw, Proto, Server, API, PREFIX};

@@ -4,8 +4,7 @@
 //! connections, request bytes in flight, too many HTTP/2 streams, and the shutdown
 //! grace period.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::future::Future;
 use std::sync::Arc;

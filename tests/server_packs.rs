@@ -1,8 +1,7 @@
 //! The embedded packs served by the real binary over real TLS: one handler per pack and
 //! topology hook, named `<pack>-<hook>`.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use serde_json::{json, Value};
 use server::{client, post_json, Proto, Server, API, PREFIX};

@@ -1,8 +1,7 @@
 //! TLS behaviour of the hook listener: certificate rotation without dropped requests,
 //! client-certificate verification, and combined lifecycle handlers in-process.
 
-#[path = "support/server.rs"]
-mod server;
+use crate::server;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -17,13 +17,17 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// A replica watching every namespace, holding its Lease in `lease_ns`.
+    /// A replica watching `lease_ns` only, where it also holds its Lease: tests that
+    /// share an API server run side by side, and a replica reconciling another test's
+    /// clusters would write to the cloud under the wrong test.
     pub fn start(kubeconfig: &Path, lease_ns: &str, lease: &str, extra: &[&str]) -> Replica {
         let kubeconfig = kubeconfig.to_str().expect("UTF-8 path");
         let mut args = vec![
             "--controllers",
             "--kubeconfig",
             kubeconfig,
+            "--watch-namespace",
+            lease_ns,
             "--leader-election-namespace",
             lease_ns,
             "--leader-election-id",
