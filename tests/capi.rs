@@ -15,7 +15,7 @@
 //! - `plan_predictions_*`: `stackhook plan` against what CAPI then does, row by row.
 //!
 //! Each skips with one line where `shared/` or the test cloud is absent.
-//! `cargo test --test capi -- --nocapture` prints each milestone's time.
+//! `cargo test --test with_capi capi_life:: -- --nocapture` prints each milestone's time.
 
 use crate::capi;
 use crate::cloud;

@@ -12,7 +12,7 @@
 //! the cluster, which is what the runbook tells an operator to remove.
 //!
 //! Skips in one line where `shared/` or the test cloud is absent.
-//! `cargo test --test capo_handback -- --nocapture` prints each phase and its
+//! `cargo test --test with_capi capo_handback:: -- --nocapture` prints each phase and its
 //! request counts.
 
 use crate::capi;

@@ -10,7 +10,7 @@
 //! phase from the cloud's access logs.
 //!
 //! Benchmarks, not run by `cargo test`:
-//! `cargo test --release --test capo_side_by_side -- --ignored --nocapture --test-threads=1`.
+//! `cargo test --release --test with_capi capo_side_by_side:: -- --ignored --nocapture --test-threads=1`.
 
 use crate::capi;
 use crate::capo;

@@ -15,7 +15,7 @@
 //! control-plane provider or workload cluster is needed), and a bastion.
 //!
 //! Skips in one line where `shared/` or the test cloud is absent.
-//! `cargo test --test capo_takeover -- --nocapture` prints each phase and its
+//! `cargo test --test with_capi capo_takeover:: -- --nocapture` prints each phase and its
 //! request counts.
 
 use crate::capi;

@@ -7,7 +7,7 @@
 //! tests/support/cloud.rs).
 //!
 //! Request counts per phase are printed as `BENCH` lines:
-//! `STACKHOOK_CLOUD_TESTS=1 cargo test --test cloud_cluster -- --nocapture --test-threads=1`
+//! `STACKHOOK_CLOUD_TESTS=1 cargo test --test with_cloud cloud_cluster:: -- --nocapture --test-threads=1`
 
 use crate::cloud;
 use crate::infra;

@@ -12,7 +12,7 @@
 //!   project each have a cloud-provider load balancer and a CSI volume; the hook for
 //!   A blocks while it deletes A's, then answers Success; B's are untouched.
 //!
-//! `cargo test --test cloud_hooks -- --nocapture` prints `BENCH` lines with the
+//! `cargo test --test with_cloud cloud_hooks:: -- --nocapture` prints `BENCH` lines with the
 //! hook latencies and how long the cloud work took.
 
 use crate::cloud;
@@ -816,7 +816,13 @@ async fn delete_cases(
         kubeconfig,
         ns,
         "hooks-del",
-        &["--cloud-check-ttl-seconds", "2"],
+        &[
+            "--cloud-check-ttl-seconds",
+            "2",
+            // Cluster A lives where the Magnum driver puts it.
+            "--watch-namespace",
+            magnum,
+        ],
     );
     let cluster_a = capi_cluster(magnum, &a, &a, json!({"cluster-uuid": uuid}), json!({}));
     let t = Instant::now();

@@ -6,7 +6,7 @@
 //! CAPO makes them, and an Octavia pool member added and removed. Every test
 //! deletes what it created, also when it fails. Skipped unless cloud tests are
 //! enabled (see tests/support/cloud.rs):
-//! `STACKHOOK_CLOUD_TESTS=1 cargo test --test cloud_machine_client`
+//! `STACKHOOK_CLOUD_TESTS=1 cargo test --test with_cloud cloud_machine_client::`
 
 use crate::cloud;
 

@@ -2,6 +2,8 @@
 //! creates a network, subnet, router, security group, floating IP, an ACTIVE load
 //! balancer, servers in soft-anti-affinity groups on both sides of Nova microversion
 //! 2.64 and volumes, then deletes them and compares the project's resource counts.
+//! It runs with `--own-project`, in a project and user it creates (and deletes) as admin:
+//! the other cloud tests run beside it in the member project and would change its counts.
 //! Skipped unless cloud tests are enabled (see tests/support/cloud.rs).
 
 use crate::cloud;
@@ -19,6 +21,7 @@ fn smoke_test_of_the_test_cloud_passes_and_leaves_nothing() {
         .arg(&clouds)
         .arg("--cloud")
         .arg(cloud::MEMBER)
+        .arg("--own-project")
         .output()
         .expect("run python3 tests/cloud/smoke.py");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -19,7 +19,7 @@
 //!   tagged or named for the cluster from the cloud, then the finalizer, then the
 //!   object.
 //!
-//! `cargo test --test e2e -- --nocapture` prints how long each step took.
+//! `cargo test --test with_cloud e2e:: -- --nocapture` prints how long each step took.
 
 use crate::cloud;
 use crate::crd_schema;

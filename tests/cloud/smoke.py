@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Smoke test of the test cloud through the real REST APIs, as the non-admin user.
 
-    python3 tests/cloud/smoke.py [--cloud member] [--clouds PATH]
+    python3 tests/cloud/smoke.py [--cloud member] [--clouds PATH] [--own-project]
 
 clouds.yaml: --clouds, else $STACKHOOK_TEST_CLOUD, else the state dir's.
+--own-project: run in a new project instead of --cloud's, so that other tests
+may use that project meanwhile: as the clouds.yaml's `admin`, create a project
+and a user with the roles member and load-balancer_member in it, run as that
+user (auth URL, region, interface from --cloud's entry), check an application
+credential of that user instead of `member-appcred`, and delete the user and
+the project at the end.
 Needs requests and PyYAML; without them it re-runs itself with the Python of
 the cloud's tools venv (installed by tests/cloud/up, versions from
 constraints.txt). Creates a network, subnet, router, security group, floating
@@ -12,7 +18,9 @@ volumes; checks each; deletes everything and checks that the project's
 resource counts are back where they started. Last line:
 "smoke: N passed, M failed"; exit status 1 if anything failed.
 """
+import copy
 import os
+import secrets
 import sys
 import time
 
@@ -68,19 +76,27 @@ def main():
     args = sys.argv[1:]
     cloud = "member"
     path = os.environ.get("STACKHOOK_TEST_CLOUD") or os.path.join(STATE, "clouds.yaml")
+    own = None
     while args:
         a = args.pop(0)
         if a == "--cloud":
             cloud = args.pop(0)
         elif a == "--clouds":
             path = args.pop(0)
+        elif a == "--own-project":
+            own = {}
         else:
             sys.exit(__doc__)
-    say("clouds.yaml %s, cloud %s" % (path, cloud))
+    say("clouds.yaml %s, cloud %s%s" % (path, cloud, ", own project" if own is not None else ""))
     entry = load_entry(path, cloud)
     created = {}
     try:
-        run(path, cloud, entry, created)
+        if own is not None:
+            entry = check("own project, user with roles member and load-balancer_member "
+                          "(as admin)", own_project, path, entry, own)
+            cloud = own.get("name", cloud)
+        if entry:
+            run(path, cloud, entry, created, own)
     except Exception as e:  # noqa: BLE001 - report, clean up, fail
         RESULTS.append(("unexpected error", False))
         say("FAIL unexpected error: %s: %s" % (type(e).__name__, e))
@@ -92,6 +108,8 @@ def main():
                 cleanup(c, created)
             except Exception as e:  # noqa: BLE001
                 say("cleanup failed: %s" % e)
+        if own and (own.get("project") or own.get("user")):
+            check("delete own project and user (as admin)", drop_own_project, own)
     passed = sum(1 for _, ok in RESULTS if ok)
     failed = len(RESULTS) - passed
     say("done")
@@ -100,6 +118,59 @@ def main():
 
 
 # ---------------------------------------------------------------------------
+def own_project(path, entry, own):
+    """Create a project and a user in it as admin; return a clouds entry for that user.
+
+    Fills own with the admin client and the IDs, for drop_own_project."""
+    a = own["admin"] = Client.from_clouds_entry(load_entry(path, "admin"))
+    name = own["name"] = PREFIX + secrets.token_hex(4)
+    password = secrets.token_urlsafe(24)
+    p = a.post("identity", "/projects", {"project": {
+        "name": name, "domain_id": "default", "description": "smoke.py run"}})["project"]
+    own["project"] = p["id"]
+    u = a.post("identity", "/users", {"user": {
+        "name": name, "domain_id": "default", "password": password,
+        "default_project_id": p["id"]}})["user"]
+    own["user"] = u["id"]
+    for role in ("member", "load-balancer_member"):
+        found = [r for r in a.get("identity", "/roles?name=%s" % role)["roles"]
+                 if r["name"] == role]
+        expect(found, "role %s missing" % role)
+        a.put("identity", "/projects/%s/users/%s/roles/%s" % (p["id"], u["id"], found[0]["id"]))
+    own_entry = copy.deepcopy(entry)
+    own_entry["auth_type"] = "password"
+    own_entry["auth"] = {
+        "auth_url": entry["auth"]["auth_url"], "username": name, "password": password,
+        "project_name": name, "user_domain_name": "Default", "project_domain_name": "Default"}
+    return own_entry
+
+
+def drop_own_project(own):
+    """Delete the own project's user and project, and the default security group
+    Neutron made for the project (Neutron keeps it when Keystone deletes the project)."""
+    a = own["admin"]
+    errors = []
+
+    def step(fn, *args, **kw):
+        try:
+            fn(*args, **kw)
+        except Exception as e:  # noqa: BLE001 - keep deleting the rest
+            errors.append("%s: %s" % (type(e).__name__, e))
+
+    if own.get("project"):
+        def security_groups():
+            for g in a.get("network", "/v2.0/security-groups?project_id=%s" % own["project"])[
+                    "security_groups"]:
+                a.delete("network", "/v2.0/security-groups/%s" % g["id"])
+        step(security_groups)
+    if own.get("user"):
+        step(a.delete, "identity", "/users/%s" % own.pop("user"), ok=(204,))
+    if own.get("project"):
+        step(a.delete, "identity", "/projects/%s" % own.pop("project"), ok=(204,))
+    if errors:
+        raise AssertionError("; ".join(errors))
+
+
 def counts(c, with_volumes):
     p = c.project_id
     n = {
@@ -136,7 +207,7 @@ def lb_status(c, lb_id, want="ACTIVE"):
     return lb if lb["provisioning_status"] == want else None
 
 
-def run(path, cloud, entry, created):
+def run(path, cloud, entry, created, own=None):
     def auth():
         m = Client.from_clouds_entry(entry)
         need = {"identity", "compute", "network", "load-balancer", "image", "placement",
@@ -156,7 +227,25 @@ def run(path, cloud, entry, created):
         ac = Client.from_clouds_entry(doc["member-appcred"])
         expect(ac.project_id == c.project_id, "appcred scoped to another project")
         ac.get("compute", "/flavors")
-    check("application credential token (member-appcred) works", appcred)
+
+    def own_appcred():
+        base = "/users/%s/application_credentials" % c.user_id
+        cred = c.post("identity", base, {"application_credential": {
+            "name": PREFIX + "appcred", "description": "smoke.py run"}})[
+            "application_credential"]
+        try:
+            ac = Client.from_clouds_entry(dict(entry, auth_type="v3applicationcredential", auth={
+                "auth_url": entry["auth"]["auth_url"], "application_credential_id": cred["id"],
+                "application_credential_secret": cred["secret"]}))
+            expect(ac.project_id == c.project_id, "appcred scoped to another project")
+            ac.get("compute", "/flavors")
+        finally:
+            c.delete("identity", "%s/%s" % (base, cred["id"]), ok=(204,))
+    if own is None:
+        check("application credential token (member-appcred) works", appcred)
+    else:
+        check("application credential of the own user: token scoped to its project works, "
+              "deleted after", own_appcred)
 
     # STACKHOOK_CLOUD_CINDER=0 (cloud started without Cinder): skip the volume checks.
     with_volumes = os.environ.get("STACKHOOK_CLOUD_CINDER", "1") != "0" and bool(

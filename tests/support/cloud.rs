@@ -58,7 +58,7 @@ pub fn clouds_yaml() -> Option<PathBuf> {
     }
     if std::env::var(ENV_START).as_deref() != Ok("1") {
         eprintln!(
-            "skipping: no test cloud; run `STACKHOOK_CLOUD_TESTS=1 cargo test --test cloud_...` \
+            "skipping: no test cloud; run `STACKHOOK_CLOUD_TESTS=1 cargo test --test with_cloud` \
              (starts tests/cloud/up, needs root) or set {ENV_CLOUDS}=path/to/clouds.yaml"
         );
         return None;

@@ -128,6 +128,69 @@ pub fn api_server() -> Result<ApiServer, String> {
     Ok(start_own(kube_dir, "stackhook-e2e-kube-"))
 }
 
+/// What `up` makes the same way for every state dir: the unpacked binaries (about 4 s
+/// of a core to unpack kube-apiserver; etcd fetched from Debian when not installed)
+/// and the test PKI (four RSA keys). The suite starts a few dozen API servers, side by
+/// side on two cores: each new state dir gets these linked from the first one's.
+const CACHED: &[&str] = &[
+    "bin/kube-apiserver",
+    "bin/etcd",
+    "pki/ca.key",
+    "pki/ca.crt",
+    "pki/server.key",
+    "pki/server.crt",
+    "pki/admin.key",
+    "pki/admin.crt",
+    "pki/sa.key",
+    "pki/sa.pub",
+];
+
+fn cache_dir() -> PathBuf {
+    std::env::temp_dir().join("stackhook-kube-cache")
+}
+
+/// Links the cached files into `state` (`up` checks kube-apiserver's checksum, so a
+/// stale cache only costs the unpack). All or nothing: `up` makes the PKI anew when
+/// `pki/admin.crt` is missing.
+fn seed_from_cache(state: &Path) {
+    let cache = cache_dir();
+    if !CACHED.iter().all(|f| cache.join(f).is_file()) {
+        return;
+    }
+    for f in CACHED {
+        let to = state.join(f);
+        let _ = std::fs::create_dir_all(to.parent().expect("parent"));
+        let _ = std::fs::hard_link(cache.join(f), &to)
+            .or_else(|_| std::fs::copy(cache.join(f), &to).map(|_| ()));
+    }
+}
+
+/// Keeps what a successful `up` made in `state` for the next state dirs.
+fn fill_cache(state: &Path) {
+    let cache = cache_dir();
+    if CACHED.iter().all(|f| cache.join(f).is_file()) {
+        return;
+    }
+    // A dir of its own first, renamed into place: a concurrent test sees all or none.
+    let Ok(tmp) = tempfile::Builder::new()
+        .prefix("stackhook-kube-cache-")
+        .tempdir_in(std::env::temp_dir())
+    else {
+        return;
+    };
+    for f in CACHED {
+        let to = tmp.path().join(f);
+        let _ = std::fs::create_dir_all(to.parent().expect("parent"));
+        if std::fs::copy(state.join(f), &to).is_err() {
+            return;
+        }
+    }
+    let tmp = tmp.keep();
+    if std::fs::rename(&tmp, &cache).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}
+
 /// Starts an API server of our own (stopped on drop), whatever
 /// `STACKHOOK_E2E_KUBECONFIG` says: for tests that install webhooks or CRDs other
 /// tests must not see.
@@ -136,6 +199,7 @@ pub fn start_own(kube_dir: PathBuf, prefix: &str) -> ApiServer {
         .prefix(prefix)
         .tempdir()
         .expect("state dir");
+    seed_from_cache(state.path());
     let out = Command::new("bash")
         .arg(kube_dir.join("up"))
         .arg(state.path())
@@ -151,6 +215,7 @@ pub fn start_own(kube_dir: PathBuf, prefix: &str) -> ApiServer {
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "up failed ({}): {stdout}", out.status);
+    fill_cache(server.own.as_ref().expect("own state").path());
     server.kubeconfig = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
     assert!(
         server.kubeconfig.is_file(),

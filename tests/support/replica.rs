@@ -17,17 +17,16 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// A replica watching `lease_ns` only, where it also holds its Lease: tests that
-    /// share an API server run side by side, and a replica reconciling another test's
-    /// clusters would write to the cloud under the wrong test.
+    /// A replica holding its Lease in `lease_ns` and watching only that namespace
+    /// (unless `extra` names another): tests that share an API server run side by
+    /// side, and a replica reconciling another test's clusters would write to the
+    /// cloud under the wrong test.
     pub fn start(kubeconfig: &Path, lease_ns: &str, lease: &str, extra: &[&str]) -> Replica {
         let kubeconfig = kubeconfig.to_str().expect("UTF-8 path");
         let mut args = vec![
             "--controllers",
             "--kubeconfig",
             kubeconfig,
-            "--watch-namespace",
-            lease_ns,
             "--leader-election-namespace",
             lease_ns,
             "--leader-election-id",
@@ -41,6 +40,9 @@ impl Replica {
             "--capi-version",
             "1.14",
         ];
+        if !extra.contains(&"--watch-namespace") {
+            args.extend_from_slice(&["--watch-namespace", lease_ns]);
+        }
         args.extend_from_slice(extra);
         let srv = Server::start_with_env(&args, &[("RUST_LOG", Some("info"))]);
         let hooks = server::client(srv.ca_pem.as_ref().expect("self-signed CA"), Proto::H2);
