@@ -94,7 +94,7 @@ async fn server_groups(os: &stackhook_openstack::Clients, names: &[String]) -> V
 
 /// One bed at a time under `cargo test`, which runs this file's tests as threads of one
 /// process: each bed is two API servers and three managers, and two cores. nextest
-/// (`.ci/run`) gives each test a process and bounds them with its `capi` test group.
+/// (`.ci/run`) gives each test a process and two of its slots.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// What a test needs: the bed, stackhook registered with CAPI, the cloud.
@@ -564,7 +564,11 @@ impl World {
             .map(|l| format!("{l}\n"))
             .collect();
         let _ = std::fs::write(
-            dir.join(format!("{}-{what}-stackhook.log", self.bed.release.capi)),
+            dir.join(format!(
+                "{}-{}-{what}-stackhook.log",
+                self.bed.release.capi,
+                std::process::id()
+            )),
             text,
         );
     }

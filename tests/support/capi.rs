@@ -412,7 +412,8 @@ impl Bed {
 
 impl Drop for Bed {
     fn drop(&mut self) {
-        self.keep_logs(self.release.capi);
+        // Named by the test process too: beds of one release run side by side.
+        self.keep_logs(&format!("{}-{}", self.release.capi, std::process::id()));
         self.down();
     }
 }
