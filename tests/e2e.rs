@@ -107,7 +107,7 @@ fn step(g: &Generation, what: &str, since: Instant) {
 
 #[test]
 fn stackhook_against_a_real_api_server_per_capi_generation() {
-    let api = match kube_server::api_server() {
+    let api = match kube_server::api_server_alone() {
         Ok(api) => api,
         Err(why) => {
             println!("skipping e2e: {why}");

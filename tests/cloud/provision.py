@@ -347,6 +347,13 @@ def scrub():
                               {"os-force_delete": {}}))
     each("compute", "/os-server-groups?all_projects=true", "server_groups",
          lambda g: c.delete("compute", "/os-server-groups/" + g["id"]))
+    # smoke.py --own-project makes a project and a user of the same name per run.
+    each("identity", "/users", "users",
+         lambda u: c.delete("identity", "/users/" + u["id"]),
+         keep=lambda u: not u["name"].startswith("smoke-"))
+    each("identity", "/projects", "projects",
+         lambda p: c.delete("identity", "/projects/" + p["id"]),
+         keep=lambda p: not p["name"].startswith("smoke-"))
     log("scrub done")
 
 

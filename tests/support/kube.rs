@@ -191,6 +191,22 @@ fn fill_cache(state: &Path) {
     }
 }
 
+/// Set (to `1`) beside `STACKHOOK_E2E_KUBECONFIG` when that API server is shared by
+/// tests running side by side, as `.ci/run` does.
+pub const ENV_SHARED: &str = "STACKHOOK_E2E_KUBECONFIG_SHARED";
+
+/// Like [`api_server`], for a test that changes what other tests read there (CAPI's
+/// CRDs of another release, CRDs deleted with their objects): an API server of its
+/// own when the given one is shared.
+pub fn api_server_alone() -> Result<ApiServer, String> {
+    let dir = kube_dir();
+    if std::env::var(ENV_SHARED).as_deref() == Ok("1") && dir.join("up").is_file() {
+        let dir = dir.canonicalize().expect("kube dir");
+        return Ok(start_own(dir, "stackhook-e2e-alone-"));
+    }
+    api_server()
+}
+
 /// Starts an API server of our own (stopped on drop), whatever
 /// `STACKHOOK_E2E_KUBECONFIG` says: for tests that install webhooks or CRDs other
 /// tests must not see.
