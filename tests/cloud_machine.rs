@@ -49,9 +49,11 @@ fn cluster_spec(cidr: &str) -> OpenStackClusterSpec {
         }],
         managed_security_groups: Some(ManagedSecurityGroups::default()),
         tags: vec!["stackhook-test".into()],
+        // A region on the cluster only: the machines' providerIDs still have none.
         identity_ref: OpenStackIdentityReference {
             name: "cloud-creds".into(),
             cloud_name: cloud::MEMBER.into(),
+            region: Some("RegionOne".into()),
             ..Default::default()
         },
         ..Default::default()
@@ -141,6 +143,7 @@ fn a_worker_boots_with_its_port_and_bootstrap_data_and_leaves_nothing() {
             assert_eq!(status.ready, Some(true));
             assert_eq!(status.instance_state.as_deref(), Some("ACTIVE"));
             let server_id = status.instance_id.clone().expect("instance ID");
+            // CAPO's form: the machine's own region (none here), not the cluster's.
             assert_eq!(provider, Some(format!("openstack:///{server_id}")));
             // The server, as the cloud has it.
             let server = admin.compute.server(&server_id).await.expect("server");

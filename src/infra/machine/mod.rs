@@ -262,12 +262,14 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 tags.push(t.clone());
             }
         }
+        // providerID as CAPO writes it: the machine's own identityRef region, never the
+        // cluster's. The kubelet's `openstack:///<id>` must match, or the Machine never
+        // gets its Node.
         let region = machine
             .spec
             .identity_ref
             .as_ref()
-            .and_then(|i| i.region.clone())
-            .or_else(|| scope.cluster.spec.identity_ref.region.clone());
+            .and_then(|i| i.region.clone());
         Self {
             clients,
             scope,
