@@ -92,11 +92,6 @@ async fn server_groups(os: &stackhook_openstack::Clients, names: &[String]) -> V
     ids
 }
 
-/// One bed at a time under `cargo test`, which runs this file's tests as threads of one
-/// process: each bed is two API servers and three managers, and two cores. nextest
-/// (`.ci/run`) gives each test a process and two of its slots.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// What a test needs: the bed, stackhook registered with CAPI, the cloud.
 struct World {
     bed: Bed,
@@ -753,7 +748,7 @@ async fn a_whole_life_under_capi_v1_13() {
 }
 
 async fn whole_life(release: Release) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = capi::ONE_BED.lock().await;
     let Some(w) = World::start(release, "life", &[]).await else {
         return;
     };
@@ -1150,7 +1145,7 @@ const SHIPPED: &[Shipped] = &[
 /// loopback cloud's values. The controllers watch another namespace: no example gets
 /// cloud resources or an endpoint, while ValidateTopology still asks the cloud.
 async fn shipped_classes(release: Release) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = capi::ONE_BED.lock().await;
     let Some(w) = World::start(
         release,
         "classes",
@@ -1366,7 +1361,7 @@ async fn shipped_classes_under_capi_v1_13() {
 /// `cacert`): machines get servers in the loopback cloud, and deleting the Cluster
 /// leaves nothing there.
 async fn magnum_shape(release: Release) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = capi::ONE_BED.lock().await;
     let Some(w) = World::start(release, "magnum", &[]).await else {
         return;
     };
@@ -1616,7 +1611,7 @@ async fn infra_state(client: &Client, ns: &str) -> BTreeMap<String, (bool, BTree
 /// deleted there; the Secrets the cluster needs go along; deleted on the target,
 /// nothing is left.
 async fn clusterctl_move(release: Release) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = capi::ONE_BED.lock().await;
     let repo = match clusterctl::Repo::new(
         &capi::repo(),
         &capi::capi_dir(),
@@ -1917,7 +1912,7 @@ async fn clusterctl_move_under_capi_v1_13() {
 /// namespace of its own, applied to an API server with the real CAPI managers and their
 /// webhooks: every object is accepted, and the Cluster and its ClusterClass exist.
 async fn every_flavor_generated(release: Release) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = capi::ONE_BED.lock().await;
     let repo = match clusterctl::Repo::new(
         &capi::repo(),
         &capi::capi_dir(),

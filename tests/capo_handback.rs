@@ -53,7 +53,7 @@ fn step(started: Instant, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
-    let _one = capo::ONE_CAPO.lock().await;
+    let _one = capi::ONE_BED.lock().await;
     let Some(clouds_path) = cloud::clouds_yaml() else {
         println!("skipping capo handback: no test cloud");
         return;

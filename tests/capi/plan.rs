@@ -477,7 +477,7 @@ const ROWS: &[Row] = &[
 ];
 
 pub async fn plan_predictions(release: Release) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = capi::ONE_BED.lock().await;
     let packs = packs().display().to_string();
     let Some(w) = World::start(release, "plan", &["--extensions", &packs]).await else {
         return;

@@ -101,6 +101,12 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// One bed at a time within a test process: `cargo test` runs a binary's tests as
+/// threads, and each bed is two API servers and three or four managers on two cores
+/// (the CAPO tests also tell CAPO's requests apart by user agent, not by test).
+/// nextest (`.ci/run`) gives each test a process, two slots and the `capo` group.
+pub static ONE_BED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A management cluster with the real CAPI managers and a stand-in workload cluster.
 pub struct Bed {
     pub release: Release,

@@ -49,11 +49,6 @@ impl Shape {
 }
 
 /// CAPO's requests: gophercloud's User-Agent, with CAPO's name when it sets one.
-/// One CAPO test at a time within a process (`cargo test` runs a file's tests as
-/// threads): CAPO's requests are told from stackhook's by user agent, not by test.
-/// nextest (`.ci/run`) gives each test a process and runs them in its `capo` group.
-pub static ONE_CAPO: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 pub fn is_capo(ua: &str) -> bool {
     ua.contains("gophercloud") || ua.contains("cluster-api-provider-openstack")
 }
