@@ -1007,20 +1007,28 @@ async fn machine_case(
     osms.create(&PostParams::default(), &osm)
         .await
         .expect("creating the OpenStackMachine");
-    let mut ready = None;
-    wait_up_to(
-        Duration::from_secs(180),
-        "the OpenStackMachine to be ready",
-        async || {
-            ready = osms.get("e2e-md-0-a").await.ok().filter(|o| {
-                o.status.as_ref().and_then(|s| s.ready) == Some(true)
-                    && o.spec.provider_id.is_some()
-            });
-            ready.is_some()
-        },
-    )
-    .await;
-    let ready = ready.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let ready = loop {
+        let seen = osms.get("e2e-md-0-a").await.ok();
+        if let Some(o) = seen.as_ref().filter(|o| {
+            o.status.as_ref().and_then(|s| s.ready) == Some(true) && o.spec.provider_id.is_some()
+        }) {
+            break o.clone();
+        }
+        if Instant::now() > deadline {
+            // What the leader said about the machine, for a failed run to show why.
+            for line in leader.srv.drain_logs() {
+                if line.to_string().contains("e2e-md-0-a") {
+                    println!("{}: {line}", leader.name);
+                }
+            }
+            panic!(
+                "timed out after 180 s waiting for the OpenStackMachine to be ready: {}",
+                serde_json::to_string(&seen.map(|o| (o.spec, o.status))).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     // The pass that set `spec.providerID` comes back once as a watch event (a spec
     // change) and finds nothing to do; status writes start no reconcile.
     tokio::time::sleep(Duration::from_secs(2)).await;
