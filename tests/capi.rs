@@ -138,7 +138,8 @@ impl World {
         let bed = match tokio::task::spawn_blocking(move || match repo {
             None => Bed::start(release),
             Some((repo, version)) => Bed::start_with(release, &|kubeconfig| {
-                repo.init(&capi::repo(), kubeconfig, version).map(|_| ())
+                repo.init(&capi::repo(), kubeconfig, version)?;
+                without_installed_extension_config(kubeconfig)
             }),
         })
         .await
@@ -1908,6 +1909,22 @@ async fn clusterctl_move_under_capi_v1_13() {
     clusterctl_move(capi::V1_13).await;
 }
 
+/// Deletes the ExtensionConfig a `clusterctl init` installed, before CAPI's manager
+/// starts. It names the in-cluster Service of a Deployment that cannot run here (no
+/// kubelet), and its CA comes from cert-manager's Secret, which nothing issues here; CAPI
+/// retries discovering every ExtensionConfig for 60 s after it starts and then stops
+/// itself, so it would stop in the middle of a test that outlasts that minute. The tests
+/// that need the extension register the same binary, run on the host
+/// ([`World::register`]).
+fn without_installed_extension_config(kubeconfig: &std::path::Path) -> Result<(), String> {
+    capi::try_kubectl(
+        kubeconfig,
+        &["delete", "extensionconfig", EXTENSION, "--ignore-not-found"],
+        None,
+    )
+    .map(|_| ())
+}
+
 /// `clusterctl generate cluster --flavor F` for every flavor of the release, each into a
 /// namespace of its own, applied to an API server with the real CAPI managers and their
 /// webhooks: every object is accepted, and the Cluster and its ClusterClass exist.
@@ -1928,9 +1945,8 @@ async fn every_flavor_generated(release: Release) {
     let installer = repo.clone();
     let bed = match tokio::task::spawn_blocking(move || {
         Bed::start_with(release, &|kubeconfig| {
-            installer
-                .init(&capi::repo(), kubeconfig, RELEASE)
-                .map(|_| ())
+            installer.init(&capi::repo(), kubeconfig, RELEASE)?;
+            without_installed_extension_config(kubeconfig)
         })
     })
     .await
