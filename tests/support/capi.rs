@@ -155,8 +155,16 @@ impl Bed {
         }
         let capi_dir = capi_dir.canonicalize().expect("capi dir");
         let kube_dir = kube_dir.canonicalize().expect("kube dir");
-        let mgmt = kube_server::start_own(kube_dir.clone(), "stackhook-capi-mgmt-");
-        let standin = kube_server::start_own(kube_dir, "stackhook-capi-workload-");
+        // Both API servers come up side by side: each spends most of its seconds waiting.
+        let (mgmt, standin) = std::thread::scope(|s| {
+            let mgmt = s.spawn(|| kube_server::start_own(kube_dir.clone(), "stackhook-capi-mgmt-"));
+            let standin =
+                s.spawn(|| kube_server::start_own(kube_dir.clone(), "stackhook-capi-workload-"));
+            (
+                mgmt.join().expect("the management API server"),
+                standin.join().expect("the stand-in API server"),
+            )
+        });
         if let Err(e) = install(&mgmt.kubeconfig) {
             panic!("installing the providers: {e}");
         }
