@@ -972,6 +972,9 @@ async fn whole_life(release: Release) {
         _ => 2,
     };
     let target = &format!("v1.34.{}", 100 + slot * 300 + std::process::id() % 300);
+    let member = cloud::entry(cloud::MEMBER).expect("member");
+    // Left by an earlier run that stopped before its clean-up.
+    capi::delete_images(&member, target).await;
     w.set_topology(&ns, name, "/spec/topology/version", json!(target))
         .await;
     let held = w
@@ -1015,7 +1018,6 @@ async fn whole_life(release: Release) {
         "v1.33.1",
         "the control plane moved while the hook held it"
     );
-    let member = cloud::entry(cloud::MEMBER).expect("member");
     capi::create_image(&member, &format!("ubuntu-2404-kube-{target}"), target).await;
     let upgraded = poll(Duration::from_secs(120), async || {
         kcp_version().await == *target
@@ -1044,6 +1046,7 @@ async fn whole_life(release: Release) {
         "KCP's rollout did not stop where a stand-in makes it stop"
     );
     w.step("KCP waits for its etcd preflight check, as a stand-in must make it");
+    assert_eq!(capi::delete_images(&member, target).await, 1);
     phases.push(w.end(phase).await);
 
     // Delete: BeforeClusterDelete, then nothing of the cluster in the cloud.

