@@ -37,7 +37,7 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use capi::{condition, condition_true, Bed, Release, StandInKubelet};
-use kube_server::wait_up_to;
+use kube_server::{poll, wait_up_to};
 use server::Server;
 use stackhook_openstack::compute::Compute;
 use stackhook_openstack::image::Images;
@@ -689,20 +689,6 @@ impl std::fmt::Display for PhaseReport {
             self.patch_misses,
             self.reconciles
         )
-    }
-}
-
-/// Polls every 500 ms up to `limit`; whether `check` became true.
-async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if check().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::Client;
@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::capi::{self, condition_true};
 use super::cloud;
+pub use super::kube_server::poll;
 use stackhook::infra::api::names::{ClusterNames, SecurityGroupRole};
 use stackhook_openstack::blockstorage::{BlockStorage, VolumeFilter};
 use stackhook_openstack::compute::Compute;
@@ -376,19 +377,6 @@ pub async fn leftovers(
             .count(),
     );
     m
-}
-
-pub async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }
 
 /// Whether both machines have a providerID and are Ready.

@@ -19,6 +19,11 @@ use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::{Clients, CloudConfig};
 
+/// The longest pause between passes: the controllers' own (2–5 s) but for the
+/// longest; each pass asks the cloud a dozen questions, and the tests beside
+/// this one wait on the same cloud.
+const PASS_PAUSE: Duration = Duration::from_secs(3);
+
 /// Status writes kept in memory; optionally every pass's first write fails,
 /// as a crash between a create and its status write would.
 #[derive(Default)]
@@ -110,7 +115,7 @@ pub async fn converge(
                 }
                 match outcome.requeue_after {
                     None => return Ok(pass),
-                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
+                    Some(after) => tokio::time::sleep(after.min(PASS_PAUSE)).await,
                 }
             }
             Err(InfraError::Transient {
@@ -146,7 +151,7 @@ pub async fn delete(
         match infra.delete(scope, osc, id, &sink).await {
             Ok(DeleteProgress::Done) => return pass,
             Ok(DeleteProgress::Requeue { after, .. }) => {
-                tokio::time::sleep(after.min(Duration::from_secs(1))).await
+                tokio::time::sleep(after.min(PASS_PAUSE)).await
             }
             Err(InfraError::Transient {
                 reason, message, ..

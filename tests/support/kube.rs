@@ -350,7 +350,7 @@ pub async fn delete_namespace(client: &Client, name: &str) {
     }
 }
 
-/// Polls `check` every 200 ms for up to 60 s.
+/// Polls `check` for up to 60 s (see [`poll`]).
 pub async fn wait_for<F>(what: &str, check: F)
 where
     F: AsyncFnMut() -> bool,
@@ -358,18 +358,35 @@ where
     wait_up_to(Duration::from_secs(60), what, check).await;
 }
 
-/// Polls `check` every 200 ms for up to `limit`; panics after that.
-pub async fn wait_up_to<F>(limit: Duration, what: &str, mut check: F)
+/// Polls `check` for up to `limit` (see [`poll`]); panics after that.
+pub async fn wait_up_to<F>(limit: Duration, what: &str, check: F)
 where
     F: AsyncFnMut() -> bool,
 {
+    assert!(
+        poll(limit, check).await,
+        "timed out after {limit:?} waiting for {what}"
+    );
+}
+
+/// Polls `check` until it holds or `limit` passes; whether it held. The pause
+/// grows from 200 ms to 2 s: a quick condition is seen at once, and a wait of
+/// minutes asks the API server or the cloud (whose server listings cost Nova and
+/// Neutron a query per server) a few times a minute, not several times a second,
+/// while the tests beside it need the same cores.
+pub async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut pause = Duration::from_millis(200);
+    loop {
+        if check().await {
+            return true;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 3 / 2).min(Duration::from_secs(2));
     }
 }
 

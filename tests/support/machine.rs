@@ -17,6 +17,11 @@ use stackhook_openstack::compute::Compute;
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::Clients;
 
+/// The longest pause between passes: the controllers' own (2–5 s) but for the
+/// longest; each pass asks the cloud a dozen questions, and the tests beside
+/// this one wait on the same cloud.
+const PASS_PAUSE: Duration = Duration::from_secs(3);
+
 /// Machine status writes kept in memory; optionally every pass's first write fails,
 /// as a crash between a create and its status write would.
 #[derive(Default)]
@@ -62,7 +67,7 @@ pub async fn try_converge_machine(
                 provider = outcome.provider_id.or(provider);
                 match outcome.requeue_after {
                     None => return Ok((pass, provider)),
-                    Some(after) => tokio::time::sleep(after.min(Duration::from_secs(1))).await,
+                    Some(after) => tokio::time::sleep(after.min(PASS_PAUSE)).await,
                 }
             }
             Err(InfraError::Sink(_)) | Err(InfraError::Transient { .. }) => {
@@ -110,7 +115,7 @@ pub async fn delete_machine(
                 if let Some(s) = sink.saved.lock().unwrap().take() {
                     osm.status = Some(s);
                 }
-                tokio::time::sleep(after.min(Duration::from_secs(1))).await
+                tokio::time::sleep(after.min(PASS_PAUSE)).await
             }
             Err(InfraError::Transient { .. }) => {
                 tokio::time::sleep(Duration::from_millis(300)).await
