@@ -196,8 +196,14 @@ async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
         panic!("CAPO did not take both machines' servers");
     }
     step(started, "CAPO: an OpenStackServer per machine, ready");
-    // Some resync passes of every object.
-    tokio::time::sleep(Duration::from_secs(45)).await;
+    // Until CAPO's passes over every object are over: 10 s without a request.
+    let settled = kube_server::settle(Duration::from_secs(120), Duration::from_secs(10), || {
+        cloud::requests_since_by(&capo_mark, &is_capo)
+            .values()
+            .sum()
+    })
+    .await;
+    assert!(settled, "CAPO's requests did not stop within 120 s");
     let taken = cloud::requests_since_by(&capo_mark, &is_capo);
     let after = snapshot(&client, &ns, &SHAPE, &os).await;
     step(
@@ -211,7 +217,7 @@ async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
     let capo_pid = capo::manager_pid(&bed.env, "CAPO");
     capo::measured(
         "CAPO",
-        "hand-back: start and 45 s of resync",
+        "hand-back: start until 10 s without a request",
         0.0,
         &taken,
         capo_pid.and_then(capo::proc_usage),

@@ -226,8 +226,14 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
         .await;
     assert!(adopted, "stackhook did not adopt CAPO's OpenStackServers");
     step(started, "stackhook adopted every OpenStackServer (ports in the machines' status, CAPO's finalizers released, the bastion's too)");
-    // Some resync passes of every object.
-    tokio::time::sleep(Duration::from_secs(45)).await;
+    // Until stackhook's passes over every object are over: 10 s without a request.
+    let settled = kube_server::settle(Duration::from_secs(120), Duration::from_secs(10), || {
+        cloud::requests_since(&take_mark, Some(&agent))
+            .values()
+            .sum()
+    })
+    .await;
+    assert!(settled, "stackhook's requests did not stop within 120 s");
     let takeover = cloud::requests_since(&take_mark, Some(&agent));
     let after = snapshot(&client, &ns, &SHAPE, &os).await;
     step(
@@ -240,7 +246,7 @@ async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     );
     capo::measured(
         "stackhook",
-        "takeover: start and 45 s of resync",
+        "takeover: start until 10 s without a request",
         0.0,
         &takeover,
         capo::proc_usage(stackhook.child.id()),

@@ -37,6 +37,10 @@ use serde_json::{json, Value};
 
 use super::kube_server::{self, ApiServer, MANAGER};
 
+#[path = "capi_up.rs"]
+mod up;
+use up::{Manager, Up};
+
 /// Env var naming the folder with `up`, `down` and the managers.
 pub const ENV_CAPI_DIR: &str = "STACKHOOK_CAPI_DIR";
 
@@ -114,6 +118,7 @@ pub struct Bed {
     state: tempfile::TempDir,
     /// `STATE_DIR/env` of `up`: ports, PID files and logs of each manager.
     pub env: BTreeMap<String, String>,
+    up: std::sync::Mutex<Up>,
     pub mgmt: ApiServer,
     pub standin: ApiServer,
 }
@@ -172,56 +177,21 @@ impl Bed {
             .prefix("stackhook-capi-")
             .tempdir()
             .expect("state dir");
-        // `up` unpacks each manager (about 10 s apiece) into a new state dir; binaries
-        // unpacked before are kept per release and linked in (`up` checks their sums).
-        let cache = std::env::temp_dir()
-            .join("stackhook-capi-bin")
-            .join(release.capi);
-        let bin = state.path().join("bin");
-        std::fs::create_dir_all(&bin).expect("bin dir");
-        if let Ok(entries) = std::fs::read_dir(&cache) {
-            for e in entries.flatten() {
-                let _ = std::fs::hard_link(e.path(), bin.join(e.file_name()))
-                    .or_else(|_| std::fs::copy(e.path(), bin.join(e.file_name())).map(|_| ()));
-            }
-        }
-        let out = Command::new("bash")
-            .arg(capi_dir.join("up"))
-            .arg(state.path())
-            .args(managers)
-            .env("KUBECONFIG", &mgmt.kubeconfig)
-            .env("CAPI_VERSION", release.capi)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("running capi up");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() && std::fs::create_dir_all(&cache).is_ok() {
-            for e in std::fs::read_dir(&bin).into_iter().flatten().flatten() {
-                let to = cache.join(e.file_name());
-                if !to.exists() {
-                    let _ = std::fs::hard_link(e.path(), &to);
-                }
-            }
-        }
-        let mut bed = Bed {
+        let managers: Vec<Manager> = managers.iter().map(|m| Manager::parse(m)).collect();
+        let mut up = Up::new(&capi_dir, release, state.path());
+        on_own_runtime(|| async {
+            up.start(&mgmt.client().await, &mgmt.kubeconfig, &managers)
+                .await
+        });
+        Ok(Bed {
             release,
             capi_dir,
             state,
-            env: BTreeMap::new(),
+            env: up.env.clone(),
+            up: std::sync::Mutex::new(up),
             mgmt,
             standin,
-        };
-        assert!(out.status.success(), "capi up failed: {stdout}");
-        let env_file = stdout.lines().last().unwrap_or_default().trim().to_string();
-        let text = std::fs::read_to_string(&env_file)
-            .unwrap_or_else(|e| panic!("capi up printed no env file ({e}): {stdout}"));
-        for line in text.lines() {
-            if let Some((k, v)) = line.split_once('=') {
-                bed.env.insert(k.to_string(), v.to_string());
-            }
-        }
-        Ok(bed)
+        })
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -340,27 +310,16 @@ impl Bed {
             .expect("kubeconfig Secret");
     }
 
-    /// Stops one manager (`capo-manager`, …) and nothing else: its PID as `up`
-    /// recorded it, then its admission webhooks (failurePolicy Fail: left behind,
-    /// they block every write of its kinds).
+    /// Stops one manager (`capo-manager`, …) and nothing else, then removes its
+    /// admission webhooks (failurePolicy Fail: left behind, they block every write
+    /// of its kinds).
     pub fn stop_manager(&self, binary: &str) {
-        let pid_file = self.state.path().join(format!("{binary}.pid"));
-        let pid = std::fs::read_to_string(&pid_file)
-            .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
-        let pid = pid.trim();
-        let _ = Command::new("kill").arg(pid).status();
-        for _ in 0..80 {
-            let alive = Command::new("kill")
-                .args(["-0", pid])
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !alive {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        let _ = std::fs::remove_file(&pid_file);
+        let stopped = self
+            .up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop(binary);
+        assert!(stopped, "{binary} is not running");
         kubectl(
             &self.mgmt.kubeconfig,
             &[
@@ -374,40 +333,23 @@ impl Bed {
         );
     }
 
-    /// Starts one more manager of `up` (`capi`, `bootstrap`, `controlplane`, `capo`)
-    /// next to the running ones, with its CRDs applied over the installed ones and
-    /// its webhooks registered, as installing that provider does.
+    /// Starts one more manager (`capi`, `bootstrap`, `controlplane`, `capo`) next
+    /// to the running ones, with its CRDs applied over the installed ones and its
+    /// webhooks registered, as installing that provider does.
     pub fn start_manager(&mut self, manager: &str) {
-        let out = Command::new("bash")
-            .arg(self.capi_dir.join("up"))
-            .arg(self.state.path())
-            .arg(manager)
-            .env("KUBECONFIG", &self.mgmt.kubeconfig)
-            .env("CAPI_VERSION", self.release.capi)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("running capi up");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "capi up {manager} failed: {stdout}");
-        let env_file = self.state.path().join("env");
-        let text = std::fs::read_to_string(&env_file).expect("capi env file");
-        for line in text.lines() {
-            if let Some((k, v)) = line.split_once('=') {
-                self.env.insert(k.to_string(), v.to_string());
-            }
-        }
+        let manager = Manager::parse(manager);
+        let up = self.up.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mgmt = &self.mgmt;
+        on_own_runtime(|| async {
+            up.start(&mgmt.client().await, &mgmt.kubeconfig, &[manager])
+                .await
+        });
+        self.env = up.env.clone();
     }
 
-    /// Stops the managers (the API servers stop when dropped).
+    /// Stops the managers (the API servers stop when dropped, webhooks and all).
     fn down(&self) {
-        let _ = Command::new("bash")
-            .arg(self.capi_dir.join("down"))
-            .arg(self.state.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        self.up.lock().unwrap_or_else(|e| e.into_inner()).stop_all();
     }
 
     /// Copies the managers' logs to `STACKHOOK_CAPI_LOGS/<prefix>-*` when set, for
@@ -430,6 +372,22 @@ impl Drop for Bed {
         self.keep_logs(&format!("{}-{}", self.release.capi, std::process::id()));
         self.down();
     }
+}
+
+/// Runs `fut` to its end on a runtime of its own, on a thread of its own: the
+/// beds are started from synchronous code, inside and outside a test's runtime.
+fn on_own_runtime<F: std::future::Future<Output = ()>>(make: impl FnOnce() -> F + Send) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(make())
+        })
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// Installs `stackhook crds` (server-side), for [`Bed::start_with`]: before the

@@ -369,6 +369,27 @@ where
     );
 }
 
+/// Waits until `count` has stood still for `window` (what it counts has settled,
+/// e.g. a controller's requests after a takeover), up to `limit`; whether it did.
+pub async fn settle<F: FnMut() -> u64>(limit: Duration, window: Duration, mut count: F) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut last = count();
+    let mut since = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = count();
+        if now != last {
+            last = now;
+            since = tokio::time::Instant::now();
+        } else if since.elapsed() >= window {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+    }
+}
+
 /// Polls `check` until it holds or `limit` passes; whether it held. The pause
 /// grows from 200 ms to 2 s: a quick condition is seen at once, and a wait of
 /// minutes asks the API server or the cloud (whose server listings cost Nova and
