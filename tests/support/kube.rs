@@ -391,13 +391,12 @@ pub async fn settle<F: FnMut() -> u64>(limit: Duration, window: Duration, mut co
 }
 
 /// Polls `check` until it holds or `limit` passes; whether it held. The pause
-/// grows from 200 ms to 2 s: a quick condition is seen at once, and a wait of
-/// minutes asks the API server or the cloud (whose server listings cost Nova and
-/// Neutron a query per server) a few times a minute, not several times a second,
-/// while the tests beside it need the same cores.
+/// grows from 100 ms to 500 ms: a quick condition is seen at once, and a long wait
+/// asks the API server or the cloud twice a second (a step of a test that waits
+/// longer between looks pays that latency at every step).
 pub async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
-    let mut pause = Duration::from_millis(200);
+    let mut pause = Duration::from_millis(100);
     loop {
         if check().await {
             return true;
@@ -407,7 +406,7 @@ pub async fn poll<F: AsyncFnMut() -> bool>(limit: Duration, mut check: F) -> boo
             return false;
         }
         tokio::time::sleep(pause.min(deadline - now)).await;
-        pause = (pause * 3 / 2).min(Duration::from_secs(2));
+        pause = (pause * 3 / 2).min(Duration::from_millis(500));
     }
 }
 

@@ -17,10 +17,9 @@ use stackhook_openstack::compute::Compute;
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::Clients;
 
-/// The longest pause between passes: the controllers' own (2–5 s) but for the
-/// longest; each pass asks the cloud a dozen questions, and the tests beside
-/// this one wait on the same cloud.
-const PASS_PAUSE: Duration = Duration::from_secs(3);
+/// The longest pause between passes: the controllers wait 2–5 s for the cloud;
+/// a test looks again sooner.
+const PASS_PAUSE: Duration = Duration::from_secs(1);
 
 /// Machine status writes kept in memory; optionally every pass's first write fails,
 /// as a crash between a create and its status write would.
