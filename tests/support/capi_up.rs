@@ -59,20 +59,9 @@ impl Manager {
         }
     }
 
-    /// The API groups whose multi-version CRDs it converts.
+    /// Whether it converts the multi-version CRDs of `group`: those of its provider.
     fn converts(self, group: &str) -> bool {
-        match self {
-            Manager::Capi => matches!(
-                group,
-                "cluster.x-k8s.io"
-                    | "addons.cluster.x-k8s.io"
-                    | "runtime.cluster.x-k8s.io"
-                    | "ipam.cluster.x-k8s.io"
-            ),
-            Manager::Bootstrap => group == "bootstrap.cluster.x-k8s.io",
-            Manager::ControlPlane => group == "controlplane.cluster.x-k8s.io",
-            Manager::Capo => group == "infrastructure.cluster.x-k8s.io",
-        }
+        provider_of(group) == Some(self)
     }
 
     fn feature_gates(self) -> Option<String> {
@@ -279,8 +268,7 @@ impl Up {
             dirs.push(self.capi_dir.join("crds/orc"));
         }
         let ca = data_encoding::BASE64.encode(self.ca_pem.as_bytes());
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &crd_resource());
-        let mut names = Vec::new();
+        let mut crds = Vec::new();
         for dir in dirs {
             let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -319,34 +307,11 @@ impl Up {
                             });
                         }
                     }
-                    let name = crd["metadata"]["name"]
-                        .as_str()
-                        .expect("CRD name")
-                        .to_string();
-                    api.patch(
-                        &name,
-                        &PatchParams::apply(MANAGER).force(),
-                        &Patch::Apply(&crd),
-                    )
-                    .await
-                    .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-                    names.push(name);
+                    crds.push(crd);
                 }
             }
         }
-        for name in names {
-            let established = super::kube_server::poll(Duration::from_secs(60), async || {
-                api.get(&name).await.is_ok_and(|c| {
-                    c.data["status"]["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["type"] == "Established" && c["status"] == "True")
-                })
-            })
-            .await;
-            assert!(established, "CRD {name} not Established within 60 s");
-        }
+        super::kube_server::apply_crds(client, &crds).await;
     }
 
     fn spawn(
@@ -515,36 +480,32 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// The labels `up` gives a CRD of `group` (kustomize's commonLabels of each release).
-fn provider_labels(group: &str, layout: &Layout) -> Vec<(&'static str, &'static str)> {
+/// The manager whose provider owns the CRDs of `group`.
+fn provider_of(group: &str) -> Option<Manager> {
     match group {
         "cluster.x-k8s.io"
         | "addons.cluster.x-k8s.io"
         | "runtime.cluster.x-k8s.io"
-        | "ipam.cluster.x-k8s.io" => vec![("cluster.x-k8s.io/provider", "cluster-api")],
-        "bootstrap.cluster.x-k8s.io" => {
-            let mut l = layout.kubeadm_contract.to_vec();
-            l.push(("cluster.x-k8s.io/provider", "bootstrap-kubeadm"));
-            l
-        }
-        "controlplane.cluster.x-k8s.io" => {
-            let mut l = layout.kubeadm_contract.to_vec();
-            l.push(("cluster.x-k8s.io/provider", "control-plane-kubeadm"));
-            l
-        }
-        "infrastructure.cluster.x-k8s.io" => vec![
-            ("cluster.x-k8s.io/v1beta1", "v1beta1"),
-            ("cluster.x-k8s.io/provider", "infrastructure-openstack"),
-        ],
-        _ => Vec::new(),
+        | "ipam.cluster.x-k8s.io" => Some(Manager::Capi),
+        "bootstrap.cluster.x-k8s.io" => Some(Manager::Bootstrap),
+        "controlplane.cluster.x-k8s.io" => Some(Manager::ControlPlane),
+        "infrastructure.cluster.x-k8s.io" => Some(Manager::Capo),
+        _ => None,
     }
 }
 
-fn crd_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-        "customresourcedefinitions",
-    )
+/// The labels `up` gives a CRD of `group` (kustomize's commonLabels of each release).
+fn provider_labels(group: &str, layout: &Layout) -> Vec<(&'static str, &'static str)> {
+    let (contract, provider): (&[(&str, &str)], _) = match provider_of(group) {
+        Some(Manager::Capi) => (&[], "cluster-api"),
+        Some(Manager::Bootstrap) => (layout.kubeadm_contract, "bootstrap-kubeadm"),
+        Some(Manager::ControlPlane) => (layout.kubeadm_contract, "control-plane-kubeadm"),
+        Some(Manager::Capo) => (&BOTH_CONTRACTS[..1], "infrastructure-openstack"),
+        None => return Vec::new(),
+    };
+    let mut labels = contract.to_vec();
+    labels.push(("cluster.x-k8s.io/provider", provider));
+    labels
 }
 
 /// A loopback port free now (the manager binds it a moment later).
