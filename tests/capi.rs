@@ -377,6 +377,25 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// OpenStackMachines of `ns` whose name starts with `prefix` and whose server
+    /// the controller reports in `state` (as `status.instanceState`).
+    async fn infra_machines_in(&self, ns: &str, prefix: &str, state: &str) -> Vec<String> {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client().await,
+            ns,
+            &capi::infra("OpenStackMachine", "openstackmachines"),
+        );
+        api.list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.data["status"]["instanceState"] == state)
+            .filter_map(|m| m.metadata.name)
+            .filter(|n| n.starts_with(prefix))
+            .collect()
+    }
+
     /// Servers in the cloud whose name starts with `prefix`, by status.
     async fn servers(&self, prefix: &str) -> Vec<(String, String)> {
         self.os
@@ -587,7 +606,6 @@ impl World {
         let prefix = format!("{cluster}-md-0-");
         let mut last = (Vec::new(), 0);
         let ok = poll(Duration::from_secs(180), async || {
-            let servers = self.servers(&prefix).await;
             let nodes = self
                 .machines(ns)
                 .await
@@ -603,8 +621,14 @@ impl World {
                         && !m.data["status"]["nodeRef"].is_null()
                 })
                 .count();
-            let done =
-                servers.len() == n && servers.iter().all(|(_, s)| s == "ACTIVE") && nodes == n;
+            // The API server first: a listing of servers costs Nova and Neutron more,
+            // and is only worth it once the Machines agree.
+            if nodes != n {
+                last.1 = nodes;
+                return false;
+            }
+            let servers = self.servers(&prefix).await;
+            let done = servers.len() == n && servers.iter().all(|(_, s)| s == "ACTIVE");
             last = (servers, nodes);
             done
         })
@@ -832,10 +856,17 @@ async fn whole_life(release: Release) {
         |c| condition_true(c, "TopologyReconciled"),
     )
     .await;
+    // The cloud is asked only once an OpenStackMachine has a server being built:
+    // Nova's answer, not the controller's report, times the step.
     let first_active = poll(Duration::from_secs(120), async || {
-        w.servers(name).await.iter().any(|(_, s)| s == "ACTIVE")
+        !w.infra_machines_in(&ns, name, "BUILD").await.is_empty()
+            || !w.infra_machines_in(&ns, name, "ACTIVE").await.is_empty()
     })
-    .await;
+    .await
+        && poll(Duration::from_secs(120), async || {
+            w.servers(name).await.iter().any(|(_, s)| s == "ACTIVE")
+        })
+        .await;
     if !first_active {
         w.dump(&ns).await;
     }
@@ -929,7 +960,12 @@ async fn whole_life(release: Release) {
     )
     .await;
     let rolled = poll(Duration::from_secs(180), async || {
-        let now = w.servers(&format!("{name}-md-0-")).await;
+        let prefix = format!("{name}-md-0-");
+        let reported = w.infra_machines_in(&ns, &prefix, "ACTIVE").await;
+        if !reported.iter().any(|n| !before.contains(n)) {
+            return false;
+        }
+        let now = w.servers(&prefix).await;
         now.len() == 1
             && now
                 .iter()
@@ -1439,13 +1475,15 @@ async fn magnum_shape(release: Release) {
     // One control-plane and one worker machine, each with an ACTIVE server.
     let ok = poll(Duration::from_secs(240), async || {
         let machines = w.machines(ns).await;
-        let servers = w.servers(name).await;
-        machines.len() == 2
-            && machines
+        if machines.len() != 2
+            || machines
                 .iter()
-                .all(|m| !m.data["status"]["nodeRef"].is_null())
-            && servers.len() == 2
-            && servers.iter().all(|(_, s)| s == "ACTIVE")
+                .any(|m| m.data["status"]["nodeRef"].is_null())
+        {
+            return false;
+        }
+        let servers = w.servers(name).await;
+        servers.len() == 2 && servers.iter().all(|(_, s)| s == "ACTIVE")
     })
     .await;
     if !ok {
