@@ -378,8 +378,8 @@ impl World {
     }
 
     /// OpenStackMachines of `ns` whose name starts with `prefix` and whose server
-    /// the controller reports in `state` (as `status.instanceState`).
-    async fn infra_machines_in(&self, ns: &str, prefix: &str, state: &str) -> Vec<String> {
+    /// the controller reports in one of `states` (as `status.instanceState`).
+    async fn infra_machines_in(&self, ns: &str, prefix: &str, states: &[&str]) -> Vec<String> {
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.client().await,
             ns,
@@ -390,7 +390,11 @@ impl World {
             .map(|l| l.items)
             .unwrap_or_default()
             .into_iter()
-            .filter(|m| m.data["status"]["instanceState"] == state)
+            .filter(|m| {
+                m.data["status"]["instanceState"]
+                    .as_str()
+                    .is_some_and(|s| states.contains(&s))
+            })
             .filter_map(|m| m.metadata.name)
             .filter(|n| n.starts_with(prefix))
             .collect()
@@ -859,8 +863,9 @@ async fn whole_life(release: Release) {
     // The cloud is asked only once an OpenStackMachine has a server being built:
     // Nova's answer, not the controller's report, times the step.
     let first_active = poll(Duration::from_secs(120), async || {
-        !w.infra_machines_in(&ns, name, "BUILD").await.is_empty()
-            || !w.infra_machines_in(&ns, name, "ACTIVE").await.is_empty()
+        !w.infra_machines_in(&ns, name, &["BUILD", "ACTIVE"])
+            .await
+            .is_empty()
     })
     .await
         && poll(Duration::from_secs(120), async || {
@@ -961,7 +966,7 @@ async fn whole_life(release: Release) {
     .await;
     let rolled = poll(Duration::from_secs(180), async || {
         let prefix = format!("{name}-md-0-");
-        let reported = w.infra_machines_in(&ns, &prefix, "ACTIVE").await;
+        let reported = w.infra_machines_in(&ns, &prefix, &["ACTIVE"]).await;
         if !reported.iter().any(|n| !before.contains(n)) {
             return false;
         }

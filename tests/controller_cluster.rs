@@ -549,6 +549,88 @@ async fn endpoint_already_set_is_not_rewritten() {
     f.server.expect_no_more().await;
 }
 
+/// The object as the API server holds it after `patches` (merge patches of its
+/// status, in order).
+fn with_status_patches(o: &OpenStackCluster, patches: &[&Value]) -> OpenStackCluster {
+    let mut doc = osc_json(o);
+    for p in patches {
+        json_patch::merge(&mut doc, p);
+    }
+    serde_json::from_value(doc).unwrap()
+}
+
+#[tokio::test]
+async fn a_converged_cluster_republishes_machines_without_asking_the_cloud_until_it_changes() {
+    let mut f = fixture(Behaviour::Converge);
+    let mut o = osc(true, true);
+    o.spec.control_plane_endpoint = Some(Box::new(stackhook::infra::api::types::ApiEndpoint {
+        host: "api.example.com".into(),
+        port: 443,
+    }));
+    let task = f.start_with_identity(&o).await;
+    let first = f
+        .server
+        .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
+        .await;
+    f.machines().await;
+    let fin = f
+        .server
+        .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
+        .await;
+    f.vars_created().await;
+    assert_eq!(
+        finish(task).await.unwrap(),
+        Action::requeue(Duration::from_secs(600))
+    );
+    assert_eq!(f.calls.lock().unwrap().len(), 1);
+
+    // The same object, its status as written: a pass a machine started. The machines
+    // are listed and the Secret checked; the cloud is not asked, and the next look at
+    // it is when the resync was due anyway.
+    let written = with_status_patches(&o, &[&first.body, &fin.body]);
+    let task = f.start_with_identity(&written).await;
+    f.machines().await;
+    let secret = f.vars_created().await;
+    assert_eq!(secret["metadata"]["name"], "prod-bootstrap-vars");
+    match finish(task).await.unwrap() {
+        a if a == Action::requeue(Duration::from_secs(600)) => {
+            panic!("a republishing pass postpones the resync: {a:?}")
+        }
+        _ => {}
+    }
+    assert_eq!(
+        f.calls.lock().unwrap().len(),
+        1,
+        "the cloud was asked again"
+    );
+    assert_eq!(
+        outcome_count(&f.metrics, stackhook::metrics::ReconcileOutcome::success),
+        2
+    );
+
+    // A changed spec is read by the cloud pass: asked again.
+    let mut edited = written.clone();
+    edited.spec.disable_api_server_floating_ip = Some(true);
+    let task = f.start_with_identity(&edited).await;
+    // The backend saves its first findings, then the pass its last.
+    f.server
+        .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
+        .await;
+    f.machines().await;
+    f.server
+        .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
+        .await;
+    f.vars_created().await;
+    finish(task).await.unwrap();
+    assert_eq!(
+        f.calls.lock().unwrap().len(),
+        2,
+        "a spec change skipped the cloud"
+    );
+    drop(f.ctx);
+    f.server.expect_no_more().await;
+}
+
 #[tokio::test]
 async fn user_error_sets_condition_and_posts_a_warning_event() {
     let mut f = fixture(Behaviour::User);

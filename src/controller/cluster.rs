@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
@@ -28,6 +28,7 @@ use serde_json::json;
 use super::backoff::Backoff;
 use super::bootstrap_vars::{self, SecretChange};
 use super::capi::{self, CapiResources};
+use super::converged::{self, Converged};
 use super::driver::{self, set_finalizers};
 use super::identity::{read_identity, IdentityError};
 use super::image::{self, ImageRefPass};
@@ -39,7 +40,7 @@ use crate::infra::api::types::ApiEndpoint;
 use crate::infra::api::{cluster::ClusterInitialization, OpenStackCluster, OpenStackMachine};
 use crate::infra::bootstrap::{self, MachineFacts};
 use crate::infra::conditions::{self as cond, Severity};
-use crate::infra::seam::{ClusterInfra, ClusterScope, DeleteProgress, InfraError};
+use crate::infra::seam::{ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, InfraError};
 use crate::metrics::{ControllerMetrics, ReconcileOutcome};
 
 /// Name of this controller in metrics and logs.
@@ -89,6 +90,7 @@ pub struct ClusterContext<I> {
     /// `--watch-filter`: reconcile only objects with this watch-filter label value.
     pub watch_filter: Option<String>,
     backoff: Backoff,
+    converged: Converged,
 }
 
 impl<I: ClusterInfra> ClusterContext<I> {
@@ -107,6 +109,7 @@ impl<I: ClusterInfra> ClusterContext<I> {
         ClusterContext {
             recorder: Recorder::new(client.clone(), reporter),
             backoff: Backoff::new(timing.backoff_base, timing.backoff_cap),
+            converged: Converged::default(),
             client,
             infra,
             capi,
@@ -247,6 +250,7 @@ async fn reconcile_inner<I: ClusterInfra>(
         machines_remaining: 0,
     };
     if deleting {
+        ctx.converged.forget(&ns, &name);
         return cleanup(osc, ctx, &api, scope).await;
     }
     if !has_finalizer(osc) {
@@ -300,12 +304,35 @@ async fn apply<I: ClusterInfra>(
             return Ok((Action::requeue(IMAGE_WAIT), ReconcileOutcome::waiting));
         }
     };
-    let outcome = match ctx.infra.reconcile(&scope, osc, &identity, &sink).await {
-        Ok(o) => o,
-        Err(InfraError::User { reason, message }) => {
-            return user_error(osc, ctx, &sink, "Reconcile", &reason, &message).await;
+    let until_resync = ctx.converged.until_resync(
+        &scope.namespace,
+        &name,
+        converged::inputs(osc, &identity),
+        ctx.timing.resync,
+    );
+    let cloud_pass = Instant::now();
+    let outcome = match until_resync {
+        // Nothing the cloud pass reads has changed since it found everything in
+        // place: this pass publishes the machines, the cloud waits for the resync.
+        Some(left) => {
+            tracing::debug!(?left, "converged; republishing without a cloud pass");
+            ClusterOutcome {
+                status: osc.status.clone().unwrap_or_default(),
+                control_plane_endpoint: None,
+                requeue_after: Some(left),
+            }
         }
-        Err(e) => return Err(e.into()),
+        None => match ctx.infra.reconcile(&scope, osc, &identity, &sink).await {
+            Ok(o) => o,
+            Err(InfraError::User { reason, message }) => {
+                ctx.converged.forget(&scope.namespace, &name);
+                return user_error(osc, ctx, &sink, "Reconcile", &reason, &message).await;
+            }
+            Err(e) => {
+                ctx.converged.forget(&scope.namespace, &name);
+                return Err(e.into());
+            }
+        },
     };
 
     // The endpoint goes first: CAPI copies it once the object reports ready.
@@ -315,6 +342,7 @@ async fn apply<I: ClusterInfra>(
         .control_plane_endpoint
         .as_ref()
         .is_none_or(|e| e.host.is_empty());
+    let endpoint_patch = endpoint_unset && outcome.control_plane_endpoint.is_some();
     if let (true, Some((host, port))) = (endpoint_unset, &outcome.control_plane_endpoint) {
         let patch = json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": port}}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -358,6 +386,17 @@ async fn apply<I: ClusterInfra>(
     }
     sink.write(&status).await?;
     updated.status = Some(status);
+    let left = converged::inputs(&updated, &identity);
+    match until_resync {
+        Some(_) => ctx.converged.republished(&scope.namespace, &name, left),
+        // The endpoint patch changes the object again: the pass it starts asks the
+        // cloud once more, and converges then.
+        None if outcome.requeue_after.is_none() && !endpoint_patch => {
+            ctx.converged
+                .converged(&scope.namespace, &name, left, cloud_pass)
+        }
+        None => ctx.converged.forget(&scope.namespace, &name),
+    }
     ctx.results.set(
         &scope.namespace,
         &name,

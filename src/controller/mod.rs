@@ -10,6 +10,7 @@ pub mod capi;
 pub mod capo_server;
 pub mod cloud;
 pub mod cluster;
+pub mod converged;
 pub mod driver;
 pub mod identity;
 pub mod image;
