@@ -508,14 +508,20 @@ async fn converging_pass_writes_status_endpoint_and_results() {
     f.server.expect_no_more().await;
 }
 
-#[tokio::test]
-async fn endpoint_already_set_is_not_rewritten() {
-    let mut f = fixture(Behaviour::Converge);
+/// An owned, finalized object whose endpoint the user set.
+fn osc_with_endpoint() -> OpenStackCluster {
     let mut o = osc(true, true);
     o.spec.control_plane_endpoint = Some(Box::new(stackhook::infra::api::types::ApiEndpoint {
         host: "api.example.com".into(),
         port: 443,
     }));
+    o
+}
+
+#[tokio::test]
+async fn endpoint_already_set_is_not_rewritten() {
+    let mut f = fixture(Behaviour::Converge);
+    let o = osc_with_endpoint();
     let task = f.start_with_identity(&o).await;
     f.server
         .expect("PATCH", &format!("{OSC_PATH}/status"), 200, osc_json(&o))
@@ -562,11 +568,7 @@ fn with_status_patches(o: &OpenStackCluster, patches: &[&Value]) -> OpenStackClu
 #[tokio::test]
 async fn a_converged_cluster_republishes_machines_without_asking_the_cloud_until_it_changes() {
     let mut f = fixture(Behaviour::Converge);
-    let mut o = osc(true, true);
-    o.spec.control_plane_endpoint = Some(Box::new(stackhook::infra::api::types::ApiEndpoint {
-        host: "api.example.com".into(),
-        port: 443,
-    }));
+    let o = osc_with_endpoint();
     let task = f.start_with_identity(&o).await;
     let first = f
         .server
