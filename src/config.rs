@@ -10,6 +10,23 @@ use serde::Deserialize;
 use crate::sdk::discovery::FailurePolicy;
 use crate::sdk::CapiVersion;
 
+/// `--capi-version`: a CAPI minor to pin, or empty to find it in the management
+/// cluster (a release manifest substitutes an unset variable as "").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CapiPin(pub Option<CapiVersion>);
+
+impl std::str::FromStr for CapiPin {
+    type Err = crate::sdk::catalog::CapiVersionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().is_empty() {
+            Ok(CapiPin(None))
+        } else {
+            s.parse().map(|v| CapiPin(Some(v)))
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -43,9 +60,11 @@ pub struct ServeArgs {
     /// Require client certificates signed by this CA bundle (CAPI ≥ 1.11 can present one).
     #[arg(long, env = "STACKHOOK_CLIENT_CA_FILE")]
     pub client_ca_file: Option<PathBuf>,
-    /// The CAPI minor version served; Discovery lists only the hooks it knows.
-    #[arg(long, env = "STACKHOOK_CAPI_VERSION", default_value = "1.10")]
-    pub capi_version: CapiVersion,
+    /// Pins the CAPI minor served (Discovery lists only the hooks it knows). Unset, it
+    /// is read from the management cluster's Cluster CRD and followed across CAPI
+    /// upgrades; without Kubernetes access it is the newest supported.
+    #[arg(long, env = "STACKHOOK_CAPI_VERSION", default_value = "")]
+    pub capi_version: CapiPin,
     /// YAML file with per-handler `timeoutSeconds` and `failurePolicy`.
     #[arg(long, env = "STACKHOOK_HANDLER_CONFIG")]
     pub handler_config: Option<PathBuf>,

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod hooks;
 pub mod infra;
 pub mod metrics;
+pub mod mgmt;
 pub mod plan;
 pub mod process;
 pub mod render;

@@ -201,6 +201,8 @@ pub struct Metrics {
     pub controllers: ControllerMetrics,
     /// ValidateTopology's cloud lookups by result.
     pub cloud_checks: Family<CloudCheckLabels, Counter>,
+    /// The CAPI minor whose hook catalogue and shapes are served.
+    pub capi_minor: Gauge,
 }
 
 impl Default for Metrics {
@@ -315,6 +317,12 @@ impl Metrics {
             "ValidateTopology's lookups of the resources a Cluster's variables name, by result",
             cloud_checks.clone(),
         );
+        let capi_minor = Gauge::default();
+        registry.register(
+            "capi_minor_served",
+            "Minor version of the Cluster API the hooks answer as (found in the management cluster or pinned with --capi-version)",
+            capi_minor.clone(),
+        );
         Metrics {
             registry,
             listener,
@@ -323,6 +331,7 @@ impl Metrics {
             certificate_reloads,
             controllers,
             cloud_checks,
+            capi_minor,
         }
     }
 

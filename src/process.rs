@@ -29,6 +29,8 @@ use crate::hooks::openstack::topology::{Mode, TopologyChecks, TopologySettings};
 use crate::hooks::openstack::{self, CloudHooks};
 use crate::hooks::{hold::HoldHandler, ClusterResults, Registry};
 use crate::metrics::{ControllerMetrics, Metrics};
+use crate::mgmt::capi_version;
+use crate::sdk::CapiVersion;
 use crate::server::app::{App, AppOptions};
 use crate::server::HookServer;
 
@@ -94,6 +96,36 @@ fn topology_checks(
     }
 }
 
+/// The CAPI minor to answer as, and the client to follow the management cluster's
+/// CAPI with when it is not pinned by `--capi-version`. Kubernetes access is the
+/// controllers' client, else `--kubeconfig` or the pod's own service account.
+async fn served_capi(args: &ServeArgs, kube: Option<&Client>) -> (CapiVersion, Option<Client>) {
+    if let Some(pinned) = args.capi_version.0 {
+        return (pinned, None);
+    }
+    let client = match kube {
+        Some(c) => Some(c.clone()),
+        None if args.kubeconfig.is_some()
+            || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() =>
+        {
+            match crate::controller::client_from(args.kubeconfig.as_ref()).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot reach the management cluster to learn its CAPI version");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let Some(client) = client else {
+        tracing::info!(capi_version = %CapiVersion::NEWEST, "no Kubernetes access: serving the newest supported CAPI (pin another with --capi-version)");
+        return (CapiVersion::NEWEST, None);
+    };
+    let found = capi_version::detect(&client).await;
+    (found.unwrap_or(CapiVersion::NEWEST), Some(client))
+}
+
 /// Runs until SIGTERM or Ctrl-C, then drains in-flight requests and stops the
 /// controllers (releasing the Lease).
 pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), ProcessError> {
@@ -135,9 +167,10 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
             cloud_settings,
         ))
     });
+    let (capi, capi_source) = served_capi(&args, kube.as_ref()).await;
     let mut app = App::new(
         AppOptions {
-            capi: args.capi_version,
+            capi,
             handler_config,
             kubernetes_versions: args.kubernetes_versions.clone(),
             enable_in_place_hooks: args.enable_in_place_hooks,
@@ -150,6 +183,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
         app = app.with_cloud_check(check);
     }
     let app = Arc::new(app);
+    let served = app.served_capi();
 
     let hooks = HookServer::bind(&args, app, metrics.listener.clone()).await?;
     let admin_listener = TcpListener::bind(args.admin_listen)
@@ -205,13 +239,21 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
         (Some(_), None) => None,
     };
 
+    let capi_follow = capi_source.map(|client| {
+        tokio::spawn(capi_version::follow(
+            client,
+            served.clone(),
+            stop_rx.clone(),
+        ))
+    });
     let drain = Duration::from_secs(args.shutdown_timeout_seconds);
     let server =
         tokio::spawn(hooks.serve(stop_rx.clone(), metrics.certificate_reloads.clone(), drain));
     tracing::info!(
         https = %format!("https://{hook_addr}"),
         admin = %format!("http://{admin_addr}"),
-        capi_version = %args.capi_version,
+        capi_version = %capi,
+        capi_version_followed = capi_follow.is_some(),
         "listening"
     );
     ready.store(true, Ordering::SeqCst);

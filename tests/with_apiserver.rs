@@ -6,7 +6,10 @@
 mod clusterctl;
 #[path = "support/kube.rs"]
 mod kube_server;
+#[path = "support/server.rs"]
+mod server;
 
+mod capi_version;
 #[path = "clusterctl.rs"]
 mod clusterctl_cli;
 mod controller_machine;

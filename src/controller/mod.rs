@@ -99,7 +99,12 @@ pub enum StartError {
 /// The Kubernetes client: `--kubeconfig`, else `$KUBECONFIG` or
 /// `~/.kube/config`, else the in-cluster service account.
 pub async fn client(cfg: &ControllerConfig) -> Result<Client, StartError> {
-    let config = match &cfg.kubeconfig {
+    client_from(cfg.kubeconfig.as_ref()).await
+}
+
+/// A client from this kubeconfig, else the environment's (in-cluster or `~/.kube`).
+pub async fn client_from(kubeconfig: Option<&PathBuf>) -> Result<Client, StartError> {
+    let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|source| StartError::Kubeconfig {
                 path: path.clone(),

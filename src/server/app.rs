@@ -12,6 +12,7 @@ use crate::engine::cloud_checks::{CloudVerdict, TopologyCloudCheck};
 use crate::engine::PatchEngine;
 use crate::hooks::{upgrade_plan, LifecycleResponse, Registry};
 use crate::metrics::{Metrics, Outcome};
+use crate::mgmt::capi_version::ServedCapi;
 use crate::sdk::decode::{decode, DecodeError};
 use crate::sdk::discovery::{
     DiscoveryRequest, DiscoveryResponse, ExtensionHandler, GroupVersionHook,
@@ -45,8 +46,11 @@ pub struct AppOptions {
 }
 
 pub struct App {
-    capi: CapiVersion,
-    table: BTreeMap<(Hook, String), Served>,
+    /// The CAPI minor answered as; [`crate::mgmt::capi_version::follow`] may change it
+    /// while the server runs.
+    capi: Arc<ServedCapi>,
+    /// The handlers and Discovery answer of every supported CAPI minor, oldest first.
+    catalogues: [Catalogue; SUPPORTED],
     engine: Arc<dyn PatchEngine>,
     /// Looks up the resources a valid topology names; `None` without Kubernetes
     /// access, when ValidateTopology checks variables only.
@@ -54,8 +58,13 @@ pub struct App {
     registry: Registry,
     kubernetes_versions: Vec<String>,
     pub metrics: Arc<Metrics>,
-    /// The Discovery answer, encoded once: the handler table never changes while the
-    /// server runs, and writing it was most of a Discovery call.
+}
+
+const SUPPORTED: usize = (CapiVersion::NEWEST.minor - CapiVersion::OLDEST.minor + 1) as usize;
+
+struct Catalogue {
+    table: BTreeMap<(Hook, String), Served>,
+    /// The Discovery answer, encoded once: writing it was most of a Discovery call.
     discovery: Reply,
 }
 
@@ -85,7 +94,6 @@ impl App {
         registry: Registry,
         metrics: Arc<Metrics>,
     ) -> Result<App, AppError> {
-        let capi = opts.capi;
         let mut names: Vec<(Hook, String)> = Vec::new();
         let eh = engine.handlers();
         for n in eh.generate_patches {
@@ -113,42 +121,61 @@ impl App {
                 names.push((hook, hook.default_handler_name()));
             }
         }
-        let mut table = BTreeMap::new();
-        for (hook, name) in names {
-            if !hook.known_to(capi) {
-                continue;
+        for (_, name) in &names {
+            if !is_dns1123_label(name) {
+                return Err(AppError::BadName(name.clone()));
             }
-            if !is_dns1123_label(&name) {
-                return Err(AppError::BadName(name));
-            }
-            let settings = opts.handler_config.settings_for(&name);
-            table.insert((hook, name), Served { settings });
         }
         for name in opts.handler_config.handlers.keys() {
-            if !table.keys().any(|(_, n)| n == name) {
+            if !names.iter().any(|(_, n)| n == name) {
                 return Err(AppError::UnknownHandler(name.clone()));
             }
         }
-        let discovery = encode(
-            &discovery_response(&table),
-            ResponseStatus::Success,
-            String::new(),
-            None,
-        );
+        let catalogues = std::array::from_fn(|i| {
+            let capi = CapiVersion::new(CapiVersion::OLDEST.minor + i as u16);
+            let table: BTreeMap<(Hook, String), Served> = names
+                .iter()
+                .filter(|(hook, _)| hook.known_to(capi))
+                .map(|(hook, name)| {
+                    let settings = opts.handler_config.settings_for(name);
+                    ((*hook, name.clone()), Served { settings })
+                })
+                .collect();
+            let discovery = encode(
+                &discovery_response(&table),
+                ResponseStatus::Success,
+                String::new(),
+                None,
+            );
+            Catalogue { table, discovery }
+        });
         Ok(App {
-            capi,
-            table,
+            capi: ServedCapi::new(opts.capi, metrics.capi_minor.clone()),
+            catalogues,
             engine,
             cloud_check: None,
             registry,
             kubernetes_versions: opts.kubernetes_versions,
             metrics,
-            discovery,
         })
     }
 
+    /// The handle [`crate::mgmt::capi_version::follow`] keeps current.
+    pub fn served_capi(&self) -> Arc<ServedCapi> {
+        self.capi.clone()
+    }
+
+    fn catalogue(&self) -> &Catalogue {
+        let minor = self
+            .capi
+            .get()
+            .minor
+            .clamp(CapiVersion::OLDEST.minor, CapiVersion::NEWEST.minor);
+        &self.catalogues[usize::from(minor - CapiVersion::OLDEST.minor)]
+    }
+
     pub fn capi(&self) -> CapiVersion {
-        self.capi
+        self.capi.get()
     }
 
     /// ValidateTopology also asks the cloud, through `check`, about the resources a
@@ -169,13 +196,13 @@ impl App {
             (Hook::Discovery, Some(_)) | (_, None) => None,
             (hook, Some(name)) => {
                 let key = (hook, name.to_string());
-                self.table.contains_key(&key).then_some(key)
+                self.catalogue().table.contains_key(&key).then_some(key)
             }
         }
     }
 
     pub fn discovery(&self) -> DiscoveryResponse {
-        discovery_response(&self.table)
+        discovery_response(&self.catalogue().table)
     }
 
     /// Handles one call. Never fails: every problem becomes a `Failure` response.
@@ -184,7 +211,7 @@ impl App {
         let reply = match self.dispatch(hook, handler, body).await {
             Ok(reply) => reply,
             Err(e) => Reply {
-                body: failure_body(hook, self.capi, &e.to_string()),
+                body: failure_body(hook, self.capi(), &e.to_string()),
                 outcome: Outcome::decode_error,
                 message: e.to_string(),
                 cluster: None,
@@ -197,7 +224,7 @@ impl App {
     pub fn transport_failure(&self, hook: Hook, handler: &str, e: DecodeError) -> Reply {
         let msg = e.to_string();
         let reply = Reply {
-            body: failure_body(hook, self.capi, &msg),
+            body: failure_body(hook, self.capi(), &msg),
             outcome: Outcome::decode_error,
             message: msg,
             cluster: None,
@@ -252,7 +279,7 @@ impl App {
         match hook {
             Hook::Discovery => {
                 decode::<DiscoveryRequest>(hook, body)?;
-                Ok(self.discovery.clone())
+                Ok(self.catalogue().discovery.clone())
             }
             Hook::GeneratePatches => {
                 let a = self.engine.answer_generate_patches(handler, body)?;
@@ -287,7 +314,7 @@ impl App {
             }
             Hook::DiscoverVariables => {
                 let req: DiscoverVariablesRequest = decode(hook, body)?;
-                let resp = self.engine.discover_variables(handler, &req, self.capi);
+                let resp = self.engine.discover_variables(handler, &req, self.capi());
                 Ok(encode(&resp, resp.status, resp.message.clone(), None))
             }
             Hook::BeforeClusterCreate
@@ -366,10 +393,10 @@ impl App {
             event.cluster.namespace().to_string(),
             event.cluster.name().to_string(),
         ));
-        let combined = self.registry.dispatch(&event, self.capi).await;
+        let combined = self.registry.dispatch(&event, self.capi()).await;
         let status = combined.status;
         let message = combined.message.clone();
-        match combined.into_response(event.hook, self.capi) {
+        match combined.into_response(event.hook, self.capi()) {
             LifecycleResponse::Common(r) => encode(&r, status, message, cluster),
             LifecycleResponse::Retry(r) => encode(&r, status, message, cluster),
         }

@@ -462,13 +462,18 @@ def validate(label, docs, exp):
     c(len(tmp) == 1 and "emptyDir" in (vols.get(tmp[0].get("name")) or {}), "no emptyDir mounted at /tmp")
 
     # CAPI version told to the server vs. the ExtensionConfig version.
-    capi_raw = setting(flags, env, "capi-version", "STACKHOOK_CAPI_VERSION", "1.10")
-    minor = parse_capi(capi_raw)
-    if c(minor in CAPI_MINORS, f"CAPI version {capi_raw!r} is not one of 1.10 ... 1.14"):
+    # Unpinned, the server finds the version in the management cluster (checked with
+    # the RBAC below); pinned, the pin must match the ExtensionConfig.
+    capi_raw = setting(flags, env, "capi-version", "STACKHOOK_CAPI_VERSION")
+    capi_found = capi_raw in (None, "")
+    minor = exp.get("capi") if capi_found else parse_capi(capi_raw)
+    if capi_found and minor is None:
+        pass
+    elif c(minor in CAPI_MINORS, f"CAPI version {capi_raw!r} is not one of 1.10 ... 1.14"):
         want_api = f"{EXT_GROUP}/v1alpha1" if minor == 10 else f"{EXT_GROUP}/v1beta2"
         c(ext["apiVersion"] == want_api,
           f"server told CAPI 1.{minor} but ExtensionConfig is {ext['apiVersion']} (expected {want_api})")
-    if exp.get("capi") is not None:
+    if exp.get("capi") is not None and not capi_found:
         c(minor == exp["capi"], f"CAPI version is {capi_raw!r}, expected 1.{exp['capi']} for {label}")
     c(setting(flags, env, "log-format", "STACKHOOK_LOG_FORMAT") == "json", "log format is not json")
 
@@ -505,6 +510,13 @@ def validate(label, docs, exp):
     c(any("cluster.x-k8s.io" in (x.get("apiGroups") or []) and "clusters" in (x.get("resources") or [])
           and {"get", "list", "watch"} <= set(x.get("verbs") or []) for x in rules),
       f"ServiceAccount {sa} cannot get/list/watch clusters.cluster.x-k8s.io")
+    if capi_found:
+        c(any("apiextensions.k8s.io" in (x.get("apiGroups") or [])
+              and "customresourcedefinitions" in (x.get("resources") or [])
+              and {"get", "list", "watch"} <= set(x.get("verbs") or [])
+              and (not x.get("resourceNames") or "clusters.cluster.x-k8s.io" in x["resourceNames"])
+              for x in rules),
+          f"the CAPI version is not pinned, but ServiceAccount {sa} cannot read the Cluster CRD to find it")
     ns_rules = []
     for b in find(docs, "RoleBinding", namespace=ns):
         if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace", ns) == ns
@@ -715,7 +727,14 @@ def mutations(base_docs):
     def m_version(ds):
         ext(ds)["apiVersion"] = f"{EXT_GROUP}/v1beta2"
     def m_capi(ds):
+        ctr(ds).setdefault("env", [])
+        if not any(e["name"] == "STACKHOOK_CAPI_VERSION" for e in ctr(ds)["env"]):
+            ctr(ds)["env"].append({"name": "STACKHOOK_CAPI_VERSION", "value": "1.12"})
         set_env(ds, "STACKHOOK_CAPI_VERSION", "1.12")
+    def m_no_crd_read(ds):
+        for d in ds:
+            if d.get("kind") == "ClusterRole" and d["metadata"]["name"] == "stackhook":
+                d["rules"] = [x for x in d["rules"] if "apiextensions.k8s.io" not in x.get("apiGroups", [])]
     def m_name(ds):
         ext(ds)["metadata"]["name"] = "stackhook.io"
     def m_mount(ds):
@@ -733,6 +752,7 @@ def mutations(base_docs):
         ("liveness probe on the hook port", m_probe),
         ("v1beta2 ExtensionConfig with CAPI 1.10", m_version),
         ("CAPI 1.12 with a v1alpha1 ExtensionConfig", m_capi),
+        ("CAPI version found without read access to the Cluster CRD", m_no_crd_read),
         ("ExtensionConfig name with a dot", m_name),
         ("TLS files outside the Secret mount", m_mount),
         ("container running as root", m_root),
