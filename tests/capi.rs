@@ -109,6 +109,8 @@ struct World {
     agent: String,
     /// stackhook's arguments, for a restart.
     args: Vec<String>,
+    /// stackhook's log lines read so far (across restarts).
+    logs: std::sync::Mutex<Vec<Value>>,
 }
 
 impl Drop for World {
@@ -161,8 +163,6 @@ impl World {
             "--controllers",
             "--kubeconfig",
             &kubeconfig,
-            "--capi-version",
-            release.flag,
             "--leader-election-namespace",
             "default",
             "--leader-election-lease-duration-seconds",
@@ -197,7 +197,22 @@ impl World {
             what,
             agent,
             args,
+            logs: Default::default(),
         };
+        // No `--capi-version`: stackhook finds which CAPI runs from the CRDs it serves.
+        let served = world.metrics_text().await;
+        let want = format!(
+            "stackhook_capi_minor_served {}",
+            release.flag.trim_start_matches("1.")
+        );
+        assert!(
+            served.lines().any(|l| l == want),
+            "stackhook did not find CAPI {}: {:?}",
+            release.flag,
+            served
+                .lines()
+                .find(|l| l.starts_with("stackhook_capi_minor_served"))
+        );
         world.register().await;
         Some(world)
     }
@@ -227,6 +242,11 @@ impl World {
 
     /// The ExtensionConfig that registers stackhook, and CAPI's discovery of it.
     async fn register(&self) {
+        self.register_with(None).await;
+    }
+
+    /// With `settings`, which CAPI passes to every hook call.
+    async fn register_with(&self, settings: Option<Value>) {
         // A `clusterctl init` installed the components' ExtensionConfig, which names
         // the in-cluster Service of a Deployment that cannot run here (no kubelet):
         // this one names the same binary, run on the host.
@@ -237,12 +257,15 @@ impl World {
         );
         let ca =
             data_encoding::BASE64.encode(self.stackhook.ca_pem.as_ref().expect("self-signed CA"));
-        let ec = json!({
+        let mut ec = json!({
             "apiVersion": self.bed.release.extension_config_api(),
             "kind": "ExtensionConfig",
             "metadata": {"name": EXTENSION},
             "spec": {"clientConfig": {"url": self.stackhook.https, "caBundle": ca}},
         });
+        if let Some(settings) = settings {
+            ec["spec"]["settings"] = settings;
+        }
         self.bed
             .apply("default", &serde_json::to_string(&ec).expect("json"));
         let ar = capi::extension_configs(self.bed.release);
@@ -577,8 +600,7 @@ impl World {
         let dir = std::path::PathBuf::from(dir);
         let _ = std::fs::create_dir_all(&dir);
         let text: String = self
-            .stackhook
-            .drain_logs()
+            .stackhook_logs()
             .iter()
             .map(|l| format!("{l}\n"))
             .collect();
@@ -590,6 +612,78 @@ impl World {
             )),
             text,
         );
+    }
+
+    /// A string field of the cluster's KubeadmControlPlane, empty while there is none.
+    async fn kcp_field(&self, ns: &str, pointer: &str) -> String {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client().await, ns, &capi::kcps(self.bed.release));
+        api.list(&ListParams::default())
+            .await
+            .ok()
+            .and_then(|l| {
+                l.items.first().map(|k| {
+                    k.data
+                        .pointer(pointer)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every log line stackhook has printed so far.
+    fn stackhook_logs(&self) -> Vec<Value> {
+        let mut all = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(self.stackhook.drain_logs());
+        all.clone()
+    }
+
+    /// The lifecycle hooks stackhook answered for `cluster`, in the order of the
+    /// calls, each run of repeated calls (a hold asked again) counted once.
+    fn lifecycle_order(&self, cluster: &str, hooks: &[&str]) -> Vec<String> {
+        let mut order: Vec<String> = Vec::new();
+        for l in self.stackhook_logs() {
+            let hook = l["hook"].as_str().unwrap_or_default();
+            if l["message"] != "hook call"
+                || l["cluster_name"] != cluster
+                || l["outcome"] != "success"
+                || !hooks.contains(&hook)
+            {
+                continue;
+            }
+            if order.last().map(String::as_str) != Some(hook) {
+                order.push(hook.to_string());
+            }
+        }
+        order
+    }
+
+    /// Applies the openstack-kubeadm class with its control plane on external etcd,
+    /// as KCP must see a stand-in's: KCP then checks no etcd member, which nothing
+    /// here could report, and rolls the control plane as on a real cloud.
+    fn apply_kubeadm_class_external_etcd(&self, ns: &str) {
+        let class = capi::kustomize(&format!(
+            "clusterclasses/openstack-kubeadm/overlays/{}",
+            self.bed.release.overlay
+        ));
+        let docs: Vec<String> = kube_server::yaml_documents(&class)
+            .into_iter()
+            .map(|mut d| {
+                if d["kind"] == "KubeadmControlPlaneTemplate" {
+                    d["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]
+                        ["etcd"] = json!({"external": {
+                        "endpoints": ["https://127.0.0.1:2379"],
+                        "caFile": "/etc/kubernetes/pki/etcd/ca.crt",
+                        "certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt",
+                        "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key",
+                    }});
+                }
+                d.to_string()
+            })
+            .collect();
+        self.bed.apply(ns, &docs.join("\n---\n"));
     }
 
     /// One JSON-patch op on the Cluster's topology, as a GitOps change would make.
@@ -764,13 +858,31 @@ async fn a_whole_life_under_capi_v1_13() {
 
 async fn whole_life(release: Release) {
     let _one = capi::ONE_BED.lock().await;
-    let Some(w) = World::start(release, "life", &[]).await else {
+    let Some(w) = World::start(release, "life", &["--hold-retry-after-seconds", "5"]).await else {
         return;
     };
     // Unique in the cloud, which outlives test runs.
     let name = &format!("life-{:x}", std::process::id() & 0xfffff);
     let ns = w.namespace("capi-life", &[name]).await;
-    w.apply_kubeadm_class(&ns);
+    // From CAPI 1.12 the class plans chained upgrades through stackhook, which is
+    // told the releases between (here: versions no other run uses, so that the test
+    // images they need are this run's).
+    let chained = release.chained_upgrades();
+    let slot = match release.capi {
+        "v1.10" => 0,
+        "v1.11" => 1,
+        _ => 2,
+    };
+    let patch = 100 + slot * 300 + std::process::id() % 300;
+    let (mid, top) = (format!("v1.34.{patch}"), format!("v1.35.{patch}"));
+    if chained {
+        w.register_with(Some(json!({"kubernetesVersions": format!("{mid},{top}")})))
+            .await;
+        w.apply_kubeadm_class_external_etcd(&ns);
+        w.bed.external_etcd_secrets(&ns, name).await;
+    } else {
+        w.apply_kubeadm_class(&ns);
+    }
     w.wait_class_ready(&ns, "openstack-kubeadm").await;
     w.bed.point_at_standin(&ns, name).await;
     let _kubelet =
@@ -780,14 +892,30 @@ async fn whole_life(release: Release) {
     // A misspelled flavor is stopped by ValidateTopology, which asks the cloud, and
     // nothing is created; fixed, the cluster proceeds.
     let phase = w.begin("refused: misspelled flavor").await;
-    w.bed.apply(
+    let cluster = w.minimal_cluster(
         &ns,
-        &w.minimal_cluster(
-            &ns,
-            name,
-            &[("OPENSTACK_CONTROL_PLANE_MACHINE_FLAVOR", "m1.mediumm")],
-        ),
+        name,
+        &[("OPENSTACK_CONTROL_PLANE_MACHINE_FLAVOR", "m1.mediumm")],
     );
+    let cluster = if chained {
+        // KCP reads certificate expiry from kubeadm on the node through the kubelet,
+        // which a stand-in has not; the machines say it instead.
+        let docs: Vec<String> = kube_server::yaml_documents(&cluster)
+            .into_iter()
+            .map(|mut d| {
+                if d["kind"] == "Cluster" {
+                    d["spec"]["topology"]["controlPlane"]["metadata"]["annotations"] = json!({
+                        "machine.cluster.x-k8s.io/certificates-expiry": "2099-01-01T00:00:00Z"
+                    });
+                }
+                d.to_string()
+            })
+            .collect();
+        docs.join("\n---\n")
+    } else {
+        cluster
+    };
+    w.bed.apply(&ns, &cluster);
     // CAPI 1.11+ writes only "got failure response" into the condition and logs the
     // message; stackhook's Warning Event on the Cluster carries it where `kubectl
     // describe cluster` shows it.
@@ -988,93 +1116,79 @@ async fn whole_life(release: Release) {
     w.wait_workers(&ns, name, 1).await;
     phases.push(w.end(phase).await);
 
-    // An upgrade to a version Glance has no image for is held by the preflight,
-    // with its message in the Cluster's conditions.
-    let phase = w.begin("upgrade held until the image exists").await;
-    // A patch release no image exists for, also in a cloud that outlived other runs.
-    // One per release: the test process runs every release's life against one cloud.
-    let slot = match release.capi {
-        "v1.10" => 0,
-        "v1.11" => 1,
-        _ => 2,
-    };
-    let target = &format!("v1.34.{}", 100 + slot * 300 + std::process::id() % 300);
     let member = cloud::entry(cloud::MEMBER).expect("member");
-    // Left by an earlier run that stopped before its clean-up.
-    capi::delete_images(&member, target).await;
-    w.set_topology(&ns, name, "/spec/topology/version", json!(target))
-        .await;
-    let held = w
-        .wait_cluster(
-            &ns,
-            name,
-            Duration::from_secs(90),
-            "upgrade held by BeforeClusterUpgrade",
-            |c| {
-                condition(c, "TopologyReconciled").is_some_and(|t| {
-                    t["status"] == "False"
-                        && t["message"].as_str().is_some_and(|m| {
-                            m.contains(&format!("no active Glance image for Kubernetes {target}"))
-                        })
-                })
-            },
-        )
-        .await;
-    println!(
-        "held: {}",
-        condition(&held, "TopologyReconciled").unwrap_or_default()
-    );
-    let kcp_version = async || {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(w.client().await, &ns, &capi::kcps(release));
-        api.list(&ListParams::default())
-            .await
-            .ok()
-            .and_then(|l| {
-                l.items.first().map(|k| {
-                    k.data["spec"]["version"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string()
-                })
-            })
-            .unwrap_or_default()
-    };
-    assert_eq!(
-        kcp_version().await,
-        "v1.33.1",
-        "the control plane moved while the hook held it"
-    );
-    capi::create_image(&member, &format!("ubuntu-2404-kube-{target}"), target).await;
-    let upgraded = poll(Duration::from_secs(120), async || {
-        kcp_version().await == *target
-    })
-    .await;
-    assert!(
-        upgraded,
-        "CAPI did not move the control plane to {target} once the image existed"
-    );
-    w.step("image added: CAPI upgrades the control plane");
-    // KCP's rollout stops at its preflight checks: a stand-in has no etcd member
-    // to report healthy, so KCP never creates the new control-plane machine and
-    // CAPI holds the workers until the control plane is upgraded.
-    let stopped = poll(Duration::from_secs(60), async || {
-        w.bed
-            .log_lines(
-                "CONTROLPLANE_LOG",
-                "Waiting for control plane to pass preflight checks",
+    if chained {
+        chained_upgrade(&w, &member, &ns, name, (&mid, &top), &mut phases).await;
+    } else {
+        // An upgrade to a version Glance has no image for is held by the preflight,
+        // with its message in the Cluster's conditions.
+        let phase = w.begin("upgrade held until the image exists").await;
+        // A patch release no image exists for, also in a cloud that outlived other runs.
+        // One per release: the test process runs every release's life against one cloud.
+        let target = &mid;
+        // Left by an earlier run that stopped before its clean-up.
+        capi::delete_images(&member, target).await;
+        w.set_topology(&ns, name, "/spec/topology/version", json!(target))
+            .await;
+        let held = w
+            .wait_cluster(
+                &ns,
+                name,
+                Duration::from_secs(90),
+                "upgrade held by BeforeClusterUpgrade",
+                |c| {
+                    condition(c, "TopologyReconciled").is_some_and(|t| {
+                        t["status"] == "False"
+                            && t["message"].as_str().is_some_and(|m| {
+                                m.contains(&format!(
+                                    "no active Glance image for Kubernetes {target}"
+                                ))
+                            })
+                    })
+                },
             )
-            .iter()
-            .any(|l| l.contains("EtcdMemberHealthy"))
-    })
-    .await;
-    assert!(
-        stopped,
-        "KCP's rollout did not stop where a stand-in makes it stop"
-    );
-    w.step("KCP waits for its etcd preflight check, as a stand-in must make it");
-    assert_eq!(capi::delete_images(&member, target).await, 1);
-    phases.push(w.end(phase).await);
+            .await;
+        println!(
+            "held: {}",
+            condition(&held, "TopologyReconciled").unwrap_or_default()
+        );
+        let kcp_version = async || w.kcp_field(&ns, "/spec/version").await;
+        assert_eq!(
+            kcp_version().await,
+            "v1.33.1",
+            "the control plane moved while the hook held it"
+        );
+        capi::create_image(&member, &format!("ubuntu-2404-kube-{target}"), target).await;
+        let upgraded = poll(Duration::from_secs(120), async || {
+            kcp_version().await == *target
+        })
+        .await;
+        assert!(
+            upgraded,
+            "CAPI did not move the control plane to {target} once the image existed"
+        );
+        w.step("image added: CAPI upgrades the control plane");
+        // KCP's rollout stops at its preflight checks: a stand-in has no etcd member
+        // to report healthy, so KCP never creates the new control-plane machine and
+        // CAPI holds the workers until the control plane is upgraded.
+        let stopped = poll(Duration::from_secs(60), async || {
+            w.bed
+                .log_lines(
+                    "CONTROLPLANE_LOG",
+                    "Waiting for control plane to pass preflight checks",
+                )
+                .iter()
+                .any(|l| l.contains("EtcdMemberHealthy"))
+        })
+        .await;
+        assert!(
+            stopped,
+            "KCP's rollout did not stop where a stand-in makes it stop"
+        );
+        w.step("KCP waits for its etcd preflight check, as a stand-in must make it");
+        assert_eq!(capi::delete_images(&member, target).await, 1);
+        phases.push(w.end(phase).await);
+    }
 
     // Delete: BeforeClusterDelete, then nothing of the cluster in the cloud.
     let phase = w.begin("delete").await;
@@ -1097,6 +1211,162 @@ async fn whole_life(release: Release) {
         to_server.as_secs_f64()
     );
     w.bed.assert_loopback_only();
+}
+
+/// v1.33 → v1.35 in one edit of the Cluster's version, as CAPI 1.12+ runs it: stackhook
+/// plans one control-plane step per minor, its preflight holds the step whose image
+/// is missing, KCP replaces the control-plane machine at each step (etcd external, so
+/// the stand-in passes KCP's checks), then the workers follow, each on a new server.
+async fn chained_upgrade(
+    w: &World,
+    member: &cloud::CloudEntry,
+    ns: &str,
+    name: &str,
+    (mid, top): (&str, &str),
+    phases: &mut Vec<PhaseReport>,
+) {
+    let phase = w
+        .begin("chained upgrade: held for the middle version's image")
+        .await;
+    // Left by an earlier run that stopped before its clean-up.
+    capi::delete_images(member, mid).await;
+    capi::delete_images(member, top).await;
+    capi::create_image(member, &format!("ubuntu-2404-kube-{top}"), top).await;
+    let before: BTreeSet<String> = w.servers(name).await.into_iter().map(|s| s.0).collect();
+    let machines_before = machine_names(w, ns).await;
+    w.set_topology(ns, name, "/spec/topology/version", json!(top))
+        .await;
+    let missing = format!("no active Glance image for Kubernetes {mid}");
+    let held = w
+        .wait_cluster(
+            ns,
+            name,
+            Duration::from_secs(90),
+            "chained upgrade held for the middle version's image",
+            |c| {
+                condition(c, "TopologyReconciled").is_some_and(|t| {
+                    t["status"] == "False"
+                        && t["message"].as_str().is_some_and(|m| m.contains(&missing))
+                })
+            },
+        )
+        .await;
+    println!(
+        "held: {}",
+        condition(&held, "TopologyReconciled").unwrap_or_default()
+    );
+    assert_eq!(
+        w.kcp_field(ns, "/spec/version").await,
+        "v1.33.1",
+        "the control plane moved while the preflight held it"
+    );
+    phases.push(w.end(phase).await);
+
+    let phase = w
+        .begin("chained upgrade: control plane v1.34, v1.35; workers v1.35")
+        .await;
+    capi::create_image(member, &format!("ubuntu-2404-kube-{mid}"), mid).await;
+    let started = Instant::now();
+    // KCP's status.version is its oldest machine's: a step is done when the old
+    // control-plane machine is gone.
+    for step in [mid, top] {
+        let reached = poll(Duration::from_secs(300), async || {
+            w.kcp_field(ns, "/status/version").await == step
+        })
+        .await;
+        if !reached {
+            w.dump(ns).await;
+        }
+        assert!(
+            reached,
+            "the control plane did not reach {step}: KCP spec {:?}, status {:?}",
+            w.kcp_field(ns, "/spec/version").await,
+            w.kcp_field(ns, "/status/version").await
+        );
+        w.step(&format!(
+            "control plane at {step}, {:.1} s after the middle image appeared",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    // Then every Machine is at the target with a node (none still being deleted),
+    // and the cloud holds exactly their servers, none of them from before.
+    let done = poll(Duration::from_secs(300), async || {
+        let all = w.machines(ns).await;
+        if all.len() != 2
+            || !all.iter().all(|m| {
+                m.metadata.deletion_timestamp.is_none()
+                    && m.data["spec"]["version"] == top
+                    && !m.data["status"]["nodeRef"].is_null()
+            })
+        {
+            return false;
+        }
+        let servers = w.servers(name).await;
+        servers.len() == 2
+            && servers
+                .iter()
+                .all(|(n, s)| s == "ACTIVE" && !before.contains(n))
+    })
+    .await;
+    if !done {
+        w.dump(ns).await;
+    }
+    assert!(
+        done,
+        "the machines did not all reach {top} on new servers: {:?}",
+        w.servers(name).await
+    );
+    let machines_after = machine_names(w, ns).await;
+    assert!(
+        machines_after.is_disjoint(&machines_before),
+        "a machine of {machines_before:?} outlived the upgrade: {machines_after:?}"
+    );
+    w.step(&format!(
+        "every machine at {top} on a new server, {:.1} s after the middle image appeared",
+        started.elapsed().as_secs_f64()
+    ));
+    // CAPI's per-step hooks, in the order it called them.
+    let finished = poll(Duration::from_secs(60), async || {
+        !w.lifecycle_order(name, &["AfterClusterUpgrade"]).is_empty()
+    })
+    .await;
+    assert!(finished, "CAPI never called AfterClusterUpgrade");
+    let order = w.lifecycle_order(
+        name,
+        &[
+            "BeforeClusterUpgrade",
+            "BeforeControlPlaneUpgrade",
+            "AfterControlPlaneUpgrade",
+            "BeforeWorkersUpgrade",
+            "AfterWorkersUpgrade",
+            "AfterClusterUpgrade",
+        ],
+    );
+    assert_eq!(
+        order,
+        [
+            "BeforeClusterUpgrade",
+            "BeforeControlPlaneUpgrade",
+            "AfterControlPlaneUpgrade",
+            "BeforeControlPlaneUpgrade",
+            "AfterControlPlaneUpgrade",
+            "BeforeWorkersUpgrade",
+            "AfterWorkersUpgrade",
+            "AfterClusterUpgrade",
+        ],
+        "CAPI's hook calls for a two-step upgrade"
+    );
+    let calls = w.hook_calls().await;
+    assert!(
+        calls
+            .get("GenerateUpgradePlan/success")
+            .is_some_and(|n| *n >= 1),
+        "{calls:?}"
+    );
+    assert_eq!(calls.get("GenerateUpgradePlan/failure"), None, "{calls:?}");
+    assert_eq!(capi::delete_images(member, mid).await, 1);
+    assert_eq!(capi::delete_images(member, top).await, 1);
+    phases.push(w.end(phase).await);
 }
 
 /// One shipped ClusterClass with its templates, and the example Clusters that use it.

@@ -49,7 +49,7 @@ pub const ENV_CAPI_DIR: &str = "STACKHOOK_CAPI_DIR";
 pub struct Release {
     /// `CAPI_VERSION` of `shared/capi/up`.
     pub capi: &'static str,
-    /// `--capi-version` of stackhook.
+    /// The CAPI minor stackhook must find (`--capi-version` pins the same).
     pub flag: &'static str,
     /// The version CAPI's controllers write `cluster.x-k8s.io` objects in.
     pub cluster_api: &'static str,
@@ -73,10 +73,15 @@ pub const V1_13: Release = Release {
     capi: "v1.13",
     flag: "1.13",
     cluster_api: "v1beta2",
-    overlay: "capi-1.11",
+    overlay: "capi-1.12",
 };
 
 impl Release {
+    /// From v1.12 CAPI runs chained upgrades and asks for an upgrade plan.
+    pub fn chained_upgrades(self) -> bool {
+        !matches!(self.capi, "v1.10" | "v1.11")
+    }
+
     /// v1.10 has no v1beta2 API at all.
     pub fn is_v1beta2(self) -> bool {
         self.cluster_api == "v1beta2"
@@ -308,6 +313,39 @@ impl Bed {
             )
             .await
             .expect("kubeconfig Secret");
+    }
+
+    /// The Secrets KCP reads for a control plane whose etcd it does not manage
+    /// (`etcd.external`): the etcd CA's certificate alone (`<cluster>-etcd`; without
+    /// its key KCP signs nothing with it) and the API server's etcd client pair
+    /// (`<cluster>-apiserver-etcd-client`), which KCP loads as a key pair.
+    pub async fn external_etcd_secrets(&self, ns: &str, cluster: &str) {
+        let pki = stackhook::server::tls::self_signed(&[]).expect("test PKI");
+        let secrets: Api<Secret> = Api::namespaced(self.client().await, ns);
+        for (suffix, data) in [
+            ("etcd", json!({"tls.crt": pki.ca_pem})),
+            (
+                "apiserver-etcd-client",
+                json!({"tls.crt": pki.cert_pem, "tls.key": pki.key_pem}),
+            ),
+        ] {
+            let name = format!("{cluster}-{suffix}");
+            let secret: Secret = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": ns,
+                             "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "type": "cluster.x-k8s.io/secret",
+                "stringData": data,
+            }))
+            .expect("secret");
+            secrets
+                .patch(
+                    &name,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(&secret),
+                )
+                .await
+                .expect("etcd Secret");
+        }
     }
 
     /// Stops one manager (`capo-manager`, …) and nothing else, then removes its
@@ -776,8 +814,10 @@ async fn control_plane_parts(
         let name = format!("{component}-{node}");
         let pod: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
+            // The kubelet's mirror of a static Pod: a drain leaves it alone.
             "metadata": {"name": name, "namespace": ns,
-                         "labels": {"component": component, "tier": "control-plane"}},
+                         "labels": {"component": component, "tier": "control-plane"},
+                         "annotations": {"kubernetes.io/config.mirror": "stand-in"}},
             "spec": {"nodeName": node, "automountServiceAccountToken": false,
                      "containers": [{"name": component, "image": format!("registry.k8s.io/{component}:{version}")}]},
         }))

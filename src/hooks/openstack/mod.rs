@@ -1,8 +1,9 @@
 //! Lifecycle hooks that act on the cloud, registered beside the holds:
 //!
 //! - `openstack-preflight` (BeforeClusterUpgrade, BeforeControlPlaneUpgrade,
-//!   BeforeWorkersUpgrade): an image for the target version and quota for the
-//!   rollout's surge machines;
+//!   AfterControlPlaneUpgrade, BeforeWorkersUpgrade): an image for every version
+//!   machines will boot and quota for the rollout's surge machines (after a
+//!   control-plane step: for the steps still to come);
 //! - `openstack-cleanup` (BeforeClusterDelete): the load balancers and volumes
 //!   the cluster's cloud provider created;
 //! - `bootstrap-vars` (AfterControlPlaneInitialized): the Secret the bootstrap
@@ -209,9 +210,10 @@ pub fn cloud_provider_cluster_name(osc: &OpenStackCluster, event: &LifecycleEven
 
 struct PreflightHandler(Arc<CloudHooks>);
 
-const PREFLIGHT_HOOKS: [Hook; 3] = [
+const PREFLIGHT_HOOKS: [Hook; 4] = [
     Hook::BeforeClusterUpgrade,
     Hook::BeforeControlPlaneUpgrade,
+    Hook::AfterControlPlaneUpgrade,
     Hook::BeforeWorkersUpgrade,
 ];
 
@@ -257,7 +259,7 @@ impl LifecycleHandler for PreflightHandler {
             }
             let target = match &event.versions {
                 UpgradeVersions::FromTo { to, .. } => to.clone(),
-                _ => String::new(),
+                _ => plan.versions.join(", "),
             };
             let key = format!("{namespace}/{cluster}/{}", plan.key());
             let job_hooks = hooks.clone();

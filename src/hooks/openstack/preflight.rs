@@ -122,6 +122,22 @@ pub fn plan(event: &LifecycleEvent, machines: &[MachineFacts]) -> Plan {
         }
         Hook::BeforeControlPlaneUpgrade => (true, false),
         Hook::BeforeWorkersUpgrade => (false, true),
+        // A step is done: what the steps still to come will boot, checked before CAPI
+        // gets there, so a missing image or quota is reported while the control plane
+        // rests at a supported version.
+        Hook::AfterControlPlaneUpgrade => {
+            versions.extend(
+                event
+                    .control_plane_upgrades
+                    .iter()
+                    .map(|s| s.version.clone()),
+            );
+            versions.extend(event.workers_upgrades.iter().map(|s| s.version.clone()));
+            (
+                !event.control_plane_upgrades.is_empty(),
+                !event.workers_upgrades.is_empty(),
+            )
+        }
         _ => (false, false),
     };
     let live: Vec<&MachineFacts> = machines.iter().filter(|m| !m.deleting).collect();
@@ -477,6 +493,26 @@ mod tests {
         );
         assert_eq!(cp.phases.len(), 1);
         assert_eq!(cp.phases[0].name, "control-plane rollout");
+    }
+
+    #[test]
+    fn after_a_control_plane_step_the_steps_still_to_come_are_checked() {
+        let c = json!({"metadata": {"name": "prod", "namespace": "ns"}});
+        let mut e = event(Hook::AfterControlPlaneUpgrade, c, &["v1.35.0"]);
+        e.versions = UpgradeVersions::Reached("v1.34.1".into());
+        e.workers_upgrades = vec![UpgradeStep {
+            version: "v1.35.0".into(),
+        }];
+        let p = plan(&e, &machines());
+        // The version reached is booted already: only the next ones are asked about.
+        assert_eq!(p.versions, ["v1.35.0"]);
+        let names: Vec<&str> = p.phases.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["control-plane rollout", "worker rollout"]);
+        // The last step done and the workers up to date: nothing left to check.
+        e.control_plane_upgrades.clear();
+        e.workers_upgrades.clear();
+        let p = plan(&e, &machines());
+        assert!(p.versions.is_empty() && p.phases.is_empty(), "{p:?}");
     }
 
     #[test]

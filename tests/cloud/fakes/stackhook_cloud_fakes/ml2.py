@@ -6,9 +6,18 @@ port to the first segment as an OVS port and marks it ACTIVE.
 
 It also stands in as the trunk driver for those ports, so that the trunk
 service plugin (which refuses to load without a driver) serves the trunk API.
+
+And it plays the L3 agent's one visible act: a floating IP goes ACTIVE once it
+is associated with a port and DOWN when it is not. Clients wait for that (CAPO
+waits for ACTIVE after associating; without it every such wait times out).
 """
 from neutron.services.trunk.drivers import base as trunk_base
 from neutron_lib import constants
+from neutron_lib.callbacks import events
+from neutron_lib.callbacks import registry
+from neutron_lib.callbacks import resources
+from neutron_lib.plugins import constants as plugin_constants
+from neutron_lib.plugins import directory
 from neutron_lib.api.definitions import portbindings
 from neutron_lib.plugins.ml2 import api
 from neutron_lib.services.trunk import constants as trunk_consts
@@ -32,6 +41,8 @@ class BindAnywhere(api.MechanismDriver):
     def initialize(self):
         # Registers itself when the trunk plugin (if configured) starts.
         self.trunk_driver = TrunkAnywhere.create()
+        for event in (events.AFTER_CREATE, events.AFTER_UPDATE):
+            registry.subscribe(_floating_ip_status, resources.FLOATING_IP, event)
 
     def bind_port(self, context):
         segments = list(context.segments_to_bind or [])
@@ -48,3 +59,14 @@ class BindAnywhere(api.MechanismDriver):
                                          candidate_hosts, agent_getter):
         # Every host can reach every segment: there is no real wiring.
         return set(candidate_hosts)
+
+
+def _floating_ip_status(resource, event, trigger, payload):
+    fip = payload.latest_state
+    want = (constants.FLOATINGIP_STATUS_ACTIVE if fip.get('port_id')
+            else constants.FLOATINGIP_STATUS_DOWN)
+    if fip.get('status') == want:
+        return
+    l3 = directory.get_plugin(plugin_constants.L3)
+    if l3 is not None:
+        l3.update_floatingip_status(payload.context, fip['id'], want)
