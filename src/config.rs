@@ -10,8 +10,9 @@ use serde::Deserialize;
 use crate::sdk::discovery::FailurePolicy;
 use crate::sdk::CapiVersion;
 
-/// `--capi-version`: a CAPI minor to pin, or empty to find it in the management
-/// cluster (a release manifest substitutes an unset variable as "").
+/// `--capi-version`: a CAPI minor to pin, or `auto` (or empty) to find it in the
+/// management cluster. `auto` is what clusterctl substitutes when the variable is
+/// unset: it refuses an empty default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CapiPin(pub Option<CapiVersion>);
 
@@ -19,7 +20,7 @@ impl std::str::FromStr for CapiPin {
     type Err = crate::sdk::catalog::CapiVersionError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.trim().is_empty() {
+        if s.trim().is_empty() || s.trim().eq_ignore_ascii_case("auto") {
             Ok(CapiPin(None))
         } else {
             s.parse().map(|v| CapiPin(Some(v)))
@@ -63,7 +64,7 @@ pub struct ServeArgs {
     /// Pins the CAPI minor served (Discovery lists only the hooks it knows). Unset, it
     /// is read from the management cluster's Cluster CRD and followed across CAPI
     /// upgrades; without Kubernetes access it is the newest supported.
-    #[arg(long, env = "STACKHOOK_CAPI_VERSION", default_value = "")]
+    #[arg(long, env = "STACKHOOK_CAPI_VERSION", default_value = "auto")]
     pub capi_version: CapiPin,
     /// YAML file with per-handler `timeoutSeconds` and `failurePolicy`.
     #[arg(long, env = "STACKHOOK_HANDLER_CONFIG")]
@@ -345,4 +346,20 @@ fn parse_watch_filter(value: &str) -> Result<String, String> {
         ));
     }
     Ok(value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capi_pin_is_a_minor_or_auto() {
+        let pin = |s: &str| s.parse::<CapiPin>().map(|p| p.0.map(|v| v.minor));
+        assert_eq!(pin("auto"), Ok(None));
+        assert_eq!(pin(""), Ok(None));
+        assert_eq!(pin("1.12"), Ok(Some(12)));
+        assert_eq!(pin("v1.13.4"), Ok(Some(13)));
+        assert!(pin("1.9").is_err());
+        assert!(pin("latest").is_err());
+    }
 }

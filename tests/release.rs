@@ -318,8 +318,8 @@ fn components_follow_the_provider_contract() {
                 .map(|e| e["value"].clone())
                 .unwrap_or(Value::Null)
         };
-        // Empty: the server finds the CAPI version in the management cluster.
-        assert_eq!(val("STACKHOOK_CAPI_VERSION"), "");
+        // auto: the server finds the CAPI version in the management cluster.
+        assert_eq!(val("STACKHOOK_CAPI_VERSION"), "auto");
         assert_eq!(val("STACKHOOK_LOG_FORMAT"), "json");
         assert_eq!(val("RUST_LOG"), "info");
         assert!(val("STACKHOOK_HANDLER_CONFIG").is_string());

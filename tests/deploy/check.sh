@@ -465,7 +465,7 @@ def validate(label, docs, exp):
     # Unpinned, the server finds the version in the management cluster (checked with
     # the RBAC below); pinned, the pin must match the ExtensionConfig.
     capi_raw = setting(flags, env, "capi-version", "STACKHOOK_CAPI_VERSION")
-    capi_found = capi_raw in (None, "")
+    capi_found = capi_raw in (None, "", "auto")
     minor = exp.get("capi") if capi_found else parse_capi(capi_raw)
     if capi_found and minor is None:
         pass
