@@ -181,13 +181,13 @@ fn clusterctl_installs_upgrades_and_removes_stackhook() {
     assert_eq!(ours["metadata"]["namespace"], "stackhook-system");
     assert_eq!(ours["version"], V1);
     assert_eq!(ours["type"], "InfrastructureProvider");
-    // Defaults substituted: the CAPI minor of clusterctl's own generation.
+    // Defaults substituted: the server finds the CAPI version itself.
     let d = deployment(kc);
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"][0]["name"],
         "manager"
     );
-    assert_eq!(env_of(&d, "STACKHOOK_CAPI_VERSION"), "1.13");
+    assert_eq!(env_of(&d, "STACKHOOK_CAPI_VERSION"), "auto");
     assert_eq!(env_of(&d, "STACKHOOK_CONTROLLERS"), "true");
     // `clusterctl move` finds the kinds to move by clusterctl's CRD label.
     let crds = get_json(
