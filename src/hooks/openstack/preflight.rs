@@ -108,16 +108,18 @@ pub fn plan(event: &LifecycleEvent, machines: &[MachineFacts]) -> Plan {
     if let UpgradeVersions::FromTo { to, .. } = &event.versions {
         versions.insert(to.clone());
     }
+    // Every version the steps named in the request will boot.
+    let steps = || {
+        event
+            .control_plane_upgrades
+            .iter()
+            .chain(&event.workers_upgrades)
+            .map(|s| s.version.clone())
+    };
     let (control_plane, workers) = match event.hook {
+        // The whole upgrade: every intermediate version is booted too.
         Hook::BeforeClusterUpgrade => {
-            // The whole upgrade: every intermediate version is booted too.
-            versions.extend(
-                event
-                    .control_plane_upgrades
-                    .iter()
-                    .map(|s| s.version.clone()),
-            );
-            versions.extend(event.workers_upgrades.iter().map(|s| s.version.clone()));
+            versions.extend(steps());
             (true, true)
         }
         Hook::BeforeControlPlaneUpgrade => (true, false),
@@ -126,13 +128,7 @@ pub fn plan(event: &LifecycleEvent, machines: &[MachineFacts]) -> Plan {
         // gets there, so a missing image or quota is reported while the control plane
         // rests at a supported version.
         Hook::AfterControlPlaneUpgrade => {
-            versions.extend(
-                event
-                    .control_plane_upgrades
-                    .iter()
-                    .map(|s| s.version.clone()),
-            );
-            versions.extend(event.workers_upgrades.iter().map(|s| s.version.clone()));
+            versions.extend(steps());
             (
                 !event.control_plane_upgrades.is_empty(),
                 !event.workers_upgrades.is_empty(),
