@@ -297,11 +297,19 @@ fn a_worker_from_its_image_with_additional_devices_boots_and_leaves_nothing() {
             assert!(ports_named(&member, &format!("{server_name}-0"))
                 .await
                 .is_empty());
-            let left = member
-                .block_storage
-                .volumes(&VolumeFilter::named(&data))
-                .await
-                .unwrap();
+            // Cinder deletes in the background: a volume may still be `deleting`.
+            let mut left = Vec::new();
+            for _ in 0..120 {
+                left = member
+                    .block_storage
+                    .volumes(&VolumeFilter::named(&data))
+                    .await
+                    .unwrap();
+                if left.is_empty() || left.iter().any(|v| v.status != "deleting") {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
             assert!(left.is_empty(), "data volume left: {left:?}");
         })
         .catch_unwind()
