@@ -633,6 +633,23 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// Waits until CAPI holds the Cluster's upgrade with `message` (a hook's) in
+    /// `TopologyReconciled`.
+    async fn wait_upgrade_held(&self, ns: &str, name: &str, what: &str, message: &str) {
+        let held = self
+            .wait_cluster(ns, name, Duration::from_secs(90), what, |c| {
+                condition(c, "TopologyReconciled").is_some_and(|t| {
+                    t["status"] == "False"
+                        && t["message"].as_str().is_some_and(|m| m.contains(message))
+                })
+            })
+            .await;
+        println!(
+            "held: {}",
+            condition(&held, "TopologyReconciled").unwrap_or_default()
+        );
+    }
+
     /// Every log line stackhook has printed so far.
     fn stackhook_logs(&self) -> Vec<Value> {
         let mut all = self.logs.lock().unwrap_or_else(|e| e.into_inner());
@@ -668,22 +685,18 @@ impl World {
             "clusterclasses/openstack-kubeadm/overlays/{}",
             self.bed.release.overlay
         ));
-        let docs: Vec<String> = kube_server::yaml_documents(&class)
-            .into_iter()
-            .map(|mut d| {
-                if d["kind"] == "KubeadmControlPlaneTemplate" {
-                    d["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]
-                        ["etcd"] = json!({"external": {
-                        "endpoints": ["https://127.0.0.1:2379"],
-                        "caFile": "/etc/kubernetes/pki/etcd/ca.crt",
-                        "certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt",
-                        "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key",
-                    }});
-                }
-                d.to_string()
-            })
-            .collect();
-        self.bed.apply(ns, &docs.join("\n---\n"));
+        let class = edit_documents(&class, |d| {
+            if d["kind"] == "KubeadmControlPlaneTemplate" {
+                d["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]
+                    ["etcd"] = json!({"external": {
+                    "endpoints": ["https://127.0.0.1:2379"],
+                    "caFile": "/etc/kubernetes/pki/etcd/ca.crt",
+                    "certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt",
+                    "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key",
+                }});
+            }
+        });
+        self.bed.apply(ns, &class);
     }
 
     /// One JSON-patch op on the Cluster's topology, as a GitOps change would make.
@@ -823,6 +836,18 @@ fn checker(clouds_path: &std::path::Path) -> stackhook_openstack::Clients {
 
 /// The test cloud's clouds.yaml with its member entry as `openstack`, the cloud the
 /// packs name by default.
+/// `yaml`'s documents, each passed through `edit`, as one multi-document text.
+fn edit_documents(yaml: &str, edit: impl Fn(&mut Value)) -> String {
+    kube_server::yaml_documents(yaml)
+        .into_iter()
+        .map(|mut d| {
+            edit(&mut d);
+            d.to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
 fn openstack_entry(clouds_yaml: &str) -> String {
     let v: Value = serde_saphyr::from_str(clouds_yaml).expect("clouds.yaml");
     let member = v["clouds"][cloud::MEMBER].clone();
@@ -900,18 +925,13 @@ async fn whole_life(release: Release) {
     let cluster = if chained {
         // KCP reads certificate expiry from kubeadm on the node through the kubelet,
         // which a stand-in has not; the machines say it instead.
-        let docs: Vec<String> = kube_server::yaml_documents(&cluster)
-            .into_iter()
-            .map(|mut d| {
-                if d["kind"] == "Cluster" {
-                    d["spec"]["topology"]["controlPlane"]["metadata"]["annotations"] = json!({
-                        "machine.cluster.x-k8s.io/certificates-expiry": "2099-01-01T00:00:00Z"
-                    });
-                }
-                d.to_string()
-            })
-            .collect();
-        docs.join("\n---\n")
+        edit_documents(&cluster, |d| {
+            if d["kind"] == "Cluster" {
+                d["spec"]["topology"]["controlPlane"]["metadata"]["annotations"] = json!({
+                    "machine.cluster.x-k8s.io/certificates-expiry": "2099-01-01T00:00:00Z"
+                });
+            }
+        })
     } else {
         cluster
     };
@@ -1130,28 +1150,13 @@ async fn whole_life(release: Release) {
         capi::delete_images(&member, target).await;
         w.set_topology(&ns, name, "/spec/topology/version", json!(target))
             .await;
-        let held = w
-            .wait_cluster(
-                &ns,
-                name,
-                Duration::from_secs(90),
-                "upgrade held by BeforeClusterUpgrade",
-                |c| {
-                    condition(c, "TopologyReconciled").is_some_and(|t| {
-                        t["status"] == "False"
-                            && t["message"].as_str().is_some_and(|m| {
-                                m.contains(&format!(
-                                    "no active Glance image for Kubernetes {target}"
-                                ))
-                            })
-                    })
-                },
-            )
-            .await;
-        println!(
-            "held: {}",
-            condition(&held, "TopologyReconciled").unwrap_or_default()
-        );
+        w.wait_upgrade_held(
+            &ns,
+            name,
+            "upgrade held by BeforeClusterUpgrade",
+            &format!("no active Glance image for Kubernetes {target}"),
+        )
+        .await;
         let kcp_version = async || w.kcp_field(&ns, "/spec/version").await;
         assert_eq!(
             kcp_version().await,
@@ -1236,25 +1241,13 @@ async fn chained_upgrade(
     let machines_before = machine_names(w, ns).await;
     w.set_topology(ns, name, "/spec/topology/version", json!(top))
         .await;
-    let missing = format!("no active Glance image for Kubernetes {mid}");
-    let held = w
-        .wait_cluster(
-            ns,
-            name,
-            Duration::from_secs(90),
-            "chained upgrade held for the middle version's image",
-            |c| {
-                condition(c, "TopologyReconciled").is_some_and(|t| {
-                    t["status"] == "False"
-                        && t["message"].as_str().is_some_and(|m| m.contains(&missing))
-                })
-            },
-        )
-        .await;
-    println!(
-        "held: {}",
-        condition(&held, "TopologyReconciled").unwrap_or_default()
-    );
+    w.wait_upgrade_held(
+        ns,
+        name,
+        "chained upgrade held for the middle version's image",
+        &format!("no active Glance image for Kubernetes {mid}"),
+    )
+    .await;
     assert_eq!(
         w.kcp_field(ns, "/spec/version").await,
         "v1.33.1",

@@ -294,25 +294,8 @@ impl Bed {
     /// (the cluster-name label puts it in CAPI's Secret cache).
     pub async fn point_at_standin(&self, ns: &str, cluster: &str) {
         let kubeconfig = inline_kubeconfig(&self.standin.kubeconfig);
-        let secrets: Api<Secret> = Api::namespaced(self.client().await, ns);
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("{cluster}-kubeconfig"),
-                "namespace": ns,
-                "labels": {"cluster.x-k8s.io/cluster-name": cluster},
-            },
-            "type": "cluster.x-k8s.io/secret",
-            "stringData": {"value": kubeconfig},
-        }))
-        .expect("secret");
-        secrets
-            .patch(
-                &format!("{cluster}-kubeconfig"),
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(&secret),
-            )
-            .await
-            .expect("kubeconfig Secret");
+        self.cluster_secret(ns, cluster, "kubeconfig", json!({"value": kubeconfig}))
+            .await;
     }
 
     /// The Secrets KCP reads for a control plane whose etcd it does not manage
@@ -321,31 +304,37 @@ impl Bed {
     /// (`<cluster>-apiserver-etcd-client`), which KCP loads as a key pair.
     pub async fn external_etcd_secrets(&self, ns: &str, cluster: &str) {
         let pki = stackhook::server::tls::self_signed(&[]).expect("test PKI");
+        self.cluster_secret(ns, cluster, "etcd", json!({"tls.crt": pki.ca_pem}))
+            .await;
+        self.cluster_secret(
+            ns,
+            cluster,
+            "apiserver-etcd-client",
+            json!({"tls.crt": pki.cert_pem, "tls.key": pki.key_pem}),
+        )
+        .await;
+    }
+
+    /// `<cluster>-<suffix>` as CAPI writes its Secrets (the cluster-name label puts it
+    /// in CAPI's Secret cache), applied with `string_data`.
+    async fn cluster_secret(&self, ns: &str, cluster: &str, suffix: &str, string_data: Value) {
+        let name = format!("{cluster}-{suffix}");
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns,
+                         "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": string_data,
+        }))
+        .expect("secret");
         let secrets: Api<Secret> = Api::namespaced(self.client().await, ns);
-        for (suffix, data) in [
-            ("etcd", json!({"tls.crt": pki.ca_pem})),
-            (
-                "apiserver-etcd-client",
-                json!({"tls.crt": pki.cert_pem, "tls.key": pki.key_pem}),
-            ),
-        ] {
-            let name = format!("{cluster}-{suffix}");
-            let secret: Secret = serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": ns,
-                             "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-                "type": "cluster.x-k8s.io/secret",
-                "stringData": data,
-            }))
-            .expect("secret");
-            secrets
-                .patch(
-                    &name,
-                    &PatchParams::apply(MANAGER).force(),
-                    &Patch::Apply(&secret),
-                )
-                .await
-                .expect("etcd Secret");
-        }
+        secrets
+            .patch(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("Secret {ns}/{name}: {e}"));
     }
 
     /// Stops one manager (`capo-manager`, …) and nothing else, then removes its
