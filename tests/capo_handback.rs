@@ -54,6 +54,7 @@ fn step(started: Instant, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn capo_takes_back_a_cluster_stackhook_made_without_duplicates() {
     let _one = capi::ONE_BED.lock().await;
+    let _capo = capo::one_capo_at_a_time().await;
     let Some(clouds_path) = cloud::clouds_yaml() else {
         println!("skipping capo handback: no test cloud");
         return;

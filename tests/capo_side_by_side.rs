@@ -82,6 +82,7 @@ fn usage_line(who: &str, what: &str, now: Option<(u64, f64)>, before: Option<(u6
 #[ignore = "a benchmark: run with --ignored"]
 async fn memory_and_cpu_of_capo_and_stackhook_watching_the_same_objects() {
     let _one = capi::ONE_BED.lock().await;
+    let _capo = capo::one_capo_at_a_time().await;
     let bed =
         match tokio::task::spawn_blocking(|| Bed::start_managers(V1_13, &|_| Ok(()), &["capo"]))
             .await
@@ -249,6 +250,7 @@ async fn one_life(bed: &Bed, who: &str, agent: &dyn Fn(&str) -> bool, pid: u32, 
 #[ignore = "a benchmark: run with --ignored"]
 async fn calls_and_time_of_capo_and_stackhook_on_the_same_cluster() {
     let _one = capi::ONE_BED.lock().await;
+    let _capo = capo::one_capo_at_a_time().await;
     if cloud::clouds_yaml().is_none() {
         println!("skipping: no test cloud");
         return;

@@ -56,6 +56,7 @@ fn step(started: Instant, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stackhook_takes_over_a_cluster_capo_made_changing_nothing_but_tags() {
     let _one = capi::ONE_BED.lock().await;
+    let _capo = capo::one_capo_at_a_time().await;
     let Some(clouds_path) = cloud::clouds_yaml() else {
         println!("skipping capo takeover: no test cloud");
         return;

@@ -49,6 +49,28 @@ impl Shape {
     }
 }
 
+/// Held while a test runs CAPO: CAPO's requests are told from stackhook's in the
+/// cloud's access log by User-Agent, which is the same for every CAPO, so two tests
+/// with CAPO would count each other's. A file lock, because nextest runs each test in
+/// a process of its own; the scheduler keeps them apart (`.config/nextest.toml`), the
+/// lock makes it certain.
+pub async fn one_capo_at_a_time() -> std::fs::File {
+    let path = std::env::temp_dir().join("stackhook-capo.lock");
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        file.lock()
+            .unwrap_or_else(|e| panic!("locking {}: {e}", path.display()));
+        file
+    })
+    .await
+    .expect("lock task")
+}
+
 /// CAPO's requests: gophercloud's User-Agent, with CAPO's name when it sets one.
 pub fn is_capo(ua: &str) -> bool {
     ua.contains("gophercloud") || ua.contains("cluster-api-provider-openstack")
