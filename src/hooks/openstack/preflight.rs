@@ -2,6 +2,9 @@
 //! (a) Glance must hold an active image for that version, and (b) the project's
 //! quotas must leave room for the rollout's surge machines.
 //!
+//! After a step (AfterControlPlaneUpgrade, AfterWorkersUpgrade) the same holds for
+//! the steps still to come.
+//!
 //! Surge, as CAPI rolls: the control plane adds one machine at a time
 //! (KubeadmControlPlane's default `maxSurge: 1`); each MachineDeployment adds its
 //! `maxSurge` (default 1) and `topology.cluster.x-k8s.io/upgrade-concurrency`
@@ -126,8 +129,9 @@ pub fn plan(event: &LifecycleEvent, machines: &[MachineFacts]) -> Plan {
         Hook::BeforeWorkersUpgrade => (false, true),
         // A step is done: what the steps still to come will boot, checked before CAPI
         // gets there, so a missing image or quota is reported while the control plane
-        // rests at a supported version.
-        Hook::AfterControlPlaneUpgrade => {
+        // rests at a supported version. A worker step comes between control-plane
+        // steps when the workers must follow to stay within the version skew.
+        Hook::AfterControlPlaneUpgrade | Hook::AfterWorkersUpgrade => {
             versions.extend(steps());
             (
                 !event.control_plane_upgrades.is_empty(),
@@ -505,6 +509,27 @@ mod tests {
         let names: Vec<&str> = p.phases.iter().map(|p| p.name).collect();
         assert_eq!(names, ["control-plane rollout", "worker rollout"]);
         // The last step done and the workers up to date: nothing left to check.
+        e.control_plane_upgrades.clear();
+        e.workers_upgrades.clear();
+        let p = plan(&e, &machines());
+        assert!(p.versions.is_empty() && p.phases.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn after_a_worker_step_between_control_plane_steps_the_rest_is_checked() {
+        // Workers four minors behind: CAPI moves them to v1.34 before the control
+        // plane goes on to v1.35 and v1.36.
+        let c = json!({"metadata": {"name": "prod", "namespace": "ns"}});
+        let mut e = event(Hook::AfterWorkersUpgrade, c, &["v1.35.0", "v1.36.0"]);
+        e.versions = UpgradeVersions::Reached("v1.34.1".into());
+        e.workers_upgrades = vec![UpgradeStep {
+            version: "v1.36.0".into(),
+        }];
+        let p = plan(&e, &machines());
+        assert_eq!(p.versions, ["v1.35.0", "v1.36.0"]);
+        let names: Vec<&str> = p.phases.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["control-plane rollout", "worker rollout"]);
+        // The last worker step: nothing is left to boot.
         e.control_plane_upgrades.clear();
         e.workers_upgrades.clear();
         let p = plan(&e, &machines());
