@@ -73,7 +73,6 @@ fn topology_checks(
     kube: Option<&Client>,
     clouds: &Arc<ClientCache>,
     metrics: &Metrics,
-    demands: &Arc<openstack::capacity::Demands>,
 ) -> Option<Arc<dyn TopologyCloudCheck>> {
     match (args.validate_cloud, kube) {
         (Mode::Off, _) => {
@@ -93,7 +92,6 @@ fn topology_checks(
                 wait: Duration::from_millis(args.validate_cloud_wait_milliseconds),
             },
             metrics.cloud_checks.clone(),
-            demands.clone(),
         ))),
     }
 }
@@ -161,16 +159,12 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
         },
         None => None,
     };
-    // ValidateTopology notes what each new Cluster starts with; BeforeClusterCreate
-    // sizes it against the project's quota.
-    let demands = Arc::new(openstack::capacity::Demands::new());
     let cloud_hooks = kube.as_ref().map(|client| {
         Arc::new(CloudHooks::new(
             client.clone(),
             results.clone(),
             clouds.clone(),
             cloud_settings,
-            demands.clone(),
         ))
     });
     let (capi, capi_source) = served_capi(&args, kube.as_ref()).await;
@@ -185,7 +179,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
         registry(&args, results.clone(), cloud_hooks.as_ref()),
         metrics.clone(),
     )?;
-    if let Some(check) = topology_checks(&args, kube.as_ref(), &clouds, &metrics, &demands) {
+    if let Some(check) = topology_checks(&args, kube.as_ref(), &clouds, &metrics) {
         app = app.with_cloud_check(check);
     }
     let app = Arc::new(app);

@@ -290,81 +290,6 @@ pub struct CloudPlan {
     pub cloud: String,
     /// Each place and what it names, sorted, without duplicates.
     pub checks: Vec<(Place, Lookup)>,
-    /// The machines the topology starts with, from its patched machine templates:
-    /// what BeforeClusterCreate sizes against the project's quota. Not part of
-    /// [`CloudPlan::key`]: the lookups do not depend on it.
-    pub first_machines: Vec<FirstMachines>,
-}
-
-/// Machines of one kind a topology starts with.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct FirstMachines {
-    /// `control plane`, or `MachineDeployment <topology name>`.
-    pub of: String,
-    pub replicas: u64,
-    /// The template's `flavorID` (by ID) or `flavor` (by name).
-    pub flavor: (By, String),
-    /// Ports each machine gets: the template's `ports`, or CAPO's one default port.
-    pub ports_each: u64,
-}
-
-/// The machines of `req`'s control plane and MachineDeployments, from the patched
-/// OpenStackMachineTemplates and the replicas in CAPI's builtin variables
-/// (`builtin.controlPlane.replicas`, `builtin.machineDeployment.replicas`); unset
-/// replicas count as 1, the default CAPI's webhooks give KubeadmControlPlanes and
-/// MachineDeployments. Templates without a flavor are left out.
-pub fn first_machines(req: &ValidateTopologyRequest) -> Vec<FirstMachines> {
-    let mut out = Vec::new();
-    for item in &req.items {
-        if item.object["kind"] != "OpenStackMachineTemplate" {
-            continue;
-        }
-        let builtin = item
-            .variables
-            .iter()
-            .find(|v| v.name == "builtin")
-            .map(|v| &v.value);
-        let (of, replicas) = if item.holder_reference.kind == "MachineDeployment" {
-            let md = builtin.map(|b| &b["machineDeployment"]);
-            let name = md
-                .and_then(|m| m["topologyName"].as_str())
-                .unwrap_or(&item.holder_reference.name);
-            (
-                format!("MachineDeployment {name}"),
-                md.and_then(|m| m["replicas"].as_u64()),
-            )
-        } else if item.holder_reference.field_path.contains("machineTemplate") {
-            (
-                "control plane".to_string(),
-                builtin.and_then(|b| b["controlPlane"]["replicas"].as_u64()),
-            )
-        } else {
-            continue;
-        };
-        let spec = &item.object["spec"]["template"]["spec"];
-        let text = |k: &str| {
-            spec[k]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-        };
-        let flavor = match (text("flavorID"), text("flavor")) {
-            (Some(id), _) => (By::Id, id),
-            (None, Some(name)) => (By::Name, name),
-            (None, None) => continue,
-        };
-        let ports_each = spec["ports"]
-            .as_array()
-            .map_or(1, |p| p.len().max(1) as u64);
-        out.push(FirstMachines {
-            of,
-            replicas: replicas.unwrap_or(1),
-            flavor,
-            ports_each,
-        });
-    }
-    out.sort();
-    out
 }
 
 impl CloudPlan {
@@ -450,7 +375,6 @@ pub fn plan(
         namespace,
         cluster,
         checks: found.into_iter().collect(),
-        first_machines: first_machines(req),
     })
 }
 
@@ -607,7 +531,6 @@ fn plan_from_templates(
         secret: secret.to_string(),
         cloud: cloud.to_string(),
         checks: found.into_iter().collect(),
-        first_machines: first_machines(req),
     })
 }
 
@@ -933,78 +856,6 @@ mod tests {
             ]
         );
         assert_eq!(p.lookups().len(), 5);
-    }
-
-    /// The machines a topology starts with, as CAPI sends them: templates held by the
-    /// control plane and each MachineDeployment, replicas in the builtin variables.
-    #[test]
-    fn first_machines_come_from_the_machine_templates_and_the_builtin_replicas() {
-        let holder = |kind: &str, name: &str, path: &str| {
-            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind, "namespace": "ns1",
-                   "name": name, "fieldPath": path})
-        };
-        let template = |spec: Value| {
-            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-                   "kind": "OpenStackMachineTemplate", "spec": {"template": {"spec": spec}}})
-        };
-        let md = |name: &str, replicas: Value| {
-            let mut b = json!({"class": "default-worker", "name": format!("c1-{name}-x"),
-                               "topologyName": name});
-            if !replicas.is_null() {
-                b["replicas"] = replicas;
-            }
-            json!([{"name": "builtin", "value": {"machineDeployment": b}}])
-        };
-        let infra = "spec.template.spec.infrastructureRef";
-        let req = request(
-            json!({}),
-            json!([
-                {"holderReference": holder("KubeadmControlPlane", "c1-cp", "spec.machineTemplate.spec.infrastructureRef"),
-                 "object": template(json!({"flavor": "m1.large"})),
-                 "variables": [{"name": "builtin", "value": {"controlPlane": {"name": "c1-cp", "replicas": 3}}}]},
-                {"holderReference": holder("MachineDeployment", "c1-md-0-x", infra),
-                 "object": template(json!({"flavor": "ignored", "flavorID": "f-7",
-                                           "ports": [{}, {"network": {"id": "n"}}]})),
-                 "variables": md("md-0", json!(2))},
-                // No replicas (an autoscaled deployment): CAPI's default, 1.
-                {"holderReference": holder("MachineDeployment", "c1-md-1-x", infra),
-                 "object": template(json!({"flavor": "m1.small", "ports": []})),
-                 "variables": md("md-1", Value::Null)},
-                // No flavor: nothing to size.
-                {"holderReference": holder("MachineDeployment", "c1-md-2-x", infra),
-                 "object": template(json!({"image": {"id": "i"}})),
-                 "variables": md("md-2", json!(5))},
-                // Not machine templates.
-                {"holderReference": holder("MachineDeployment", "c1-md-0-x", "spec.template.spec.bootstrap.configRef"),
-                 "object": {"kind": "KubeadmConfigTemplate", "spec": {"template": {"spec": {"flavor": "x"}}}},
-                 "variables": md("md-0", json!(2))},
-                {"holderReference": holder("Cluster", "c1", "spec.infrastructureRef"),
-                 "object": {"kind": "OpenStackClusterTemplate", "spec": {"template": {"spec": {
-                     "bastion": {"spec": {"flavor": "m1.tiny"}}}}}}},
-            ]),
-        );
-        let got: Vec<(String, u64, (By, String), u64)> = first_machines(&req)
-            .into_iter()
-            .map(|m| (m.of, m.replicas, m.flavor, m.ports_each))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (
-                    "MachineDeployment md-0".into(),
-                    2,
-                    (By::Id, "f-7".into()),
-                    2
-                ),
-                (
-                    "MachineDeployment md-1".into(),
-                    1,
-                    (By::Name, "m1.small".into()),
-                    1
-                ),
-                ("control plane".into(), 3, (By::Name, "m1.large".into()), 1),
-            ]
-        );
     }
 
     #[test]

@@ -4,8 +4,6 @@
 //!   AfterControlPlaneUpgrade, BeforeWorkersUpgrade, AfterWorkersUpgrade): an
 //!   image for every version machines will boot and quota for the rollout's surge
 //!   machines (after a step: for the steps still to come);
-//! - `openstack-capacity` (BeforeClusterCreate): room in the project's quota for
-//!   the machines the topology starts with ([`capacity`]);
 //! - `openstack-cleanup` (BeforeClusterDelete): the load balancers and volumes
 //!   the cluster's cloud provider created;
 //! - `bootstrap-vars` (AfterControlPlaneInitialized): the Secret the bootstrap
@@ -19,7 +17,6 @@
 //! OpenStackCluster's `identityRef`). Cloud work runs in the background
 //! ([`jobs`]); a call answers from the latest result or asks CAPI to come back.
 
-pub mod capacity;
 pub mod cleanup;
 pub mod jobs;
 pub mod preflight;
@@ -39,9 +36,8 @@ use super::{Answer, LifecycleHandler, Registry};
 use crate::config::{ConfigError, ServeArgs};
 use crate::controller::bootstrap_vars::{self, SecretChange};
 use crate::controller::capi;
-use crate::controller::identity::{read_identity, read_identity_secret};
+use crate::controller::identity::read_identity;
 use crate::hooks::results::ClusterResults;
-use crate::infra::api::types::{IdentityRefType, OpenStackIdentityReference};
 use crate::infra::api::OpenStackCluster;
 use crate::infra::bootstrap;
 use crate::infra::cluster::CloudSource;
@@ -53,8 +49,6 @@ use preflight::ImageMatch;
 
 /// Cluster annotation that lets an upgrade go ahead without the preflight.
 pub const SKIP_PREFLIGHT_ANNOTATION: &str = "hooks.stackhook.io/skip-upgrade-preflight";
-/// Cluster annotation that lets a creation go ahead without the quota check.
-pub const SKIP_CAPACITY_ANNOTATION: &str = "hooks.stackhook.io/skip-create-capacity-check";
 /// Cluster annotation that lets a deletion go ahead without the cleanup.
 pub const SKIP_CLEANUP_ANNOTATION: &str = "hooks.stackhook.io/skip-delete-cleanup";
 /// Label the Magnum driver puts on its Clusters; its cloud provider and CSI
@@ -106,8 +100,6 @@ pub struct CloudHooks {
     recorder: Recorder,
     preflights: Jobs<Result<preflight::Report, String>>,
     cleanups: Jobs<Result<cleanup::Report, String>>,
-    demands: Arc<capacity::Demands>,
-    capacity: Jobs<Result<preflight::Report, String>>,
 }
 
 /// `reportingController` of the Events the hooks record.
@@ -134,7 +126,6 @@ impl CloudHooks {
         results: ClusterResults,
         clouds: Arc<ClientCache>,
         settings: Settings,
-        demands: Arc<capacity::Demands>,
     ) -> CloudHooks {
         let reporter = Reporter {
             controller: REPORTER.to_string(),
@@ -148,14 +139,11 @@ impl CloudHooks {
             settings,
             preflights: Jobs::new(),
             cleanups: Jobs::new(),
-            demands,
-            capacity: Jobs::new(),
         }
     }
 
-    /// Adds the four handlers to `registry`.
+    /// Adds the three handlers to `registry`.
     pub fn register(self: &Arc<Self>, registry: &mut Registry) {
-        registry.register(Arc::new(CapacityHandler(self.clone())));
         registry.register(Arc::new(PreflightHandler(self.clone())));
         registry.register(Arc::new(CleanupHandler(self.clone())));
         registry.register(Arc::new(BootstrapVarsHandler(self.clone())));
@@ -313,99 +301,6 @@ impl LifecycleHandler for PreflightHandler {
                     retry_after_seconds: hooks.settings.blocked_retry_after_seconds,
                     message: format!("could not check OpenStack for Kubernetes {target}: {e}"),
                 },
-            }
-        }
-        .boxed()
-    }
-}
-
-struct CapacityHandler(Arc<CloudHooks>);
-
-impl LifecycleHandler for CapacityHandler {
-    fn name(&self) -> &str {
-        "openstack-capacity"
-    }
-
-    fn hooks(&self) -> &[Hook] {
-        &[Hook::BeforeClusterCreate]
-    }
-
-    fn handle<'a>(&'a self, event: &'a LifecycleEvent) -> BoxFuture<'a, Answer> {
-        async move {
-            let hooks = &self.0;
-            if event.cluster.annotation(SKIP_CAPACITY_ANNOTATION).is_some() {
-                return Answer::Proceed(Some(format!(
-                    "skipped by annotation {SKIP_CAPACITY_ANNOTATION}"
-                )));
-            }
-            let namespace = event.cluster.namespace().to_string();
-            let cluster = event.cluster.name().to_string();
-            let uid = event
-                .cluster
-                .raw()
-                .pointer("/metadata/uid")
-                .and_then(|v| v.as_str());
-            // Nothing seen to size (see `capacity`): the cloud refuses what does not fit.
-            let Some(demand) = hooks.demands.get(&namespace, &cluster, uid) else {
-                return Answer::Proceed(None);
-            };
-            let plan = demand.plan();
-            let key = format!(
-                "{namespace}/{cluster}/{}/{}/{}",
-                demand.secret,
-                demand.cloud,
-                plan.key()
-            );
-            let job_hooks = hooks.clone();
-            let job_ns = namespace.clone();
-            let view = hooks
-                .capacity
-                .answer(
-                    &key,
-                    hooks.settings.fresh_for,
-                    hooks.settings.wait,
-                    move |_| async move {
-                        let reference = OpenStackIdentityReference {
-                            type_: IdentityRefType::Secret,
-                            name: demand.secret.clone(),
-                            cloud_name: demand.cloud.clone(),
-                            region: None,
-                        };
-                        let identity =
-                            read_identity_secret(&job_hooks.client, &job_ns, &reference)
-                                .await
-                                .map_err(|e| e.to_string())?;
-                        let clients = job_hooks.clouds.clients_for(&identity).map_err(|e| {
-                            format!("identity Secret {job_ns}/{}: {e}", demand.secret)
-                        })?;
-                        preflight::run(&clients, &plan, &job_hooks.settings.images)
-                            .await
-                            .map_err(|e| e.to_string())
-                    },
-                )
-                .await;
-            match view {
-                View::Running(_) => Answer::Block {
-                    retry_after_seconds: hooks.settings.running_retry_after_seconds,
-                    message: format!("checking OpenStack quota for the {}", capacity::PHASE),
-                },
-                View::Done(Ok(Ok(report))) if report.problems.is_empty() => Answer::Proceed(None),
-                View::Done(Ok(Ok(report))) => Answer::Block {
-                    retry_after_seconds: hooks.settings.blocked_retry_after_seconds,
-                    message: report.problems.join("; "),
-                },
-                // As ValidateTopology: only a definite answer holds a topology back.
-                View::Done(Ok(Err(e)) | Err(e)) => {
-                    tracing::warn!(
-                        cluster = %cluster,
-                        namespace = %namespace,
-                        error = %e,
-                        "the quota for a new cluster's first machines could not be checked; the cluster is not held up"
-                    );
-                    Answer::Proceed(Some(format!(
-                        "the project's quota was not checked: {e}"
-                    )))
-                }
             }
         }
         .boxed()

@@ -132,8 +132,6 @@ pub struct TopologyChecks {
     jobs: Jobs<Result<Answers, String>>,
     counts: Family<CloudCheckLabels, Counter>,
     recorder: Recorder,
-    /// What each Cluster's topology starts with, for BeforeClusterCreate.
-    demands: Arc<super::capacity::Demands>,
 }
 
 impl TopologyChecks {
@@ -142,7 +140,6 @@ impl TopologyChecks {
         clouds: Arc<ClientCache>,
         settings: TopologySettings,
         counts: Family<CloudCheckLabels, Counter>,
-        demands: Arc<super::capacity::Demands>,
     ) -> TopologyChecks {
         let recorder = Recorder::new(
             client.clone(),
@@ -159,7 +156,6 @@ impl TopologyChecks {
             settings,
             jobs: Jobs::new(),
             counts,
-            demands,
         }
     }
 
@@ -212,7 +208,6 @@ impl TopologyCloudCheck for TopologyChecks {
             if self.settings.mode == Mode::Off {
                 return CloudVerdict::Valid;
             }
-            self.demands.note(&plan);
             let client = self.client.clone();
             let clouds = self.clouds.clone();
             let lookups = self.lookups.clone();
@@ -537,7 +532,6 @@ mod tests {
                 .iter()
                 .map(|f| (Place::variable(holder, "openstackWorker.flavor"), flavor(f)))
                 .collect(),
-            first_machines: vec![],
         }
     }
 
