@@ -495,17 +495,19 @@ mod tests {
         assert_eq!(cp.phases[0].name, "control-plane rollout");
     }
 
-    #[test]
-    fn after_a_control_plane_step_the_steps_still_to_come_are_checked() {
+    /// After a step reached v1.34.1 with `cp_steps` and `worker_step` still to come:
+    /// the versions those steps boot and both rollouts are checked; once no step is
+    /// left, nothing is.
+    fn after_a_step(hook: Hook, cp_steps: &[&str], worker_step: &str, versions: &[&str]) {
         let c = json!({"metadata": {"name": "prod", "namespace": "ns"}});
-        let mut e = event(Hook::AfterControlPlaneUpgrade, c, &["v1.35.0"]);
+        let mut e = event(hook, c, cp_steps);
         e.versions = UpgradeVersions::Reached("v1.34.1".into());
         e.workers_upgrades = vec![UpgradeStep {
-            version: "v1.35.0".into(),
+            version: worker_step.into(),
         }];
         let p = plan(&e, &machines());
         // The version reached is booted already: only the next ones are asked about.
-        assert_eq!(p.versions, ["v1.35.0"]);
+        assert_eq!(p.versions, versions);
         let names: Vec<&str> = p.phases.iter().map(|p| p.name).collect();
         assert_eq!(names, ["control-plane rollout", "worker rollout"]);
         // The last step done and the workers up to date: nothing left to check.
@@ -516,24 +518,25 @@ mod tests {
     }
 
     #[test]
+    fn after_a_control_plane_step_the_steps_still_to_come_are_checked() {
+        after_a_step(
+            Hook::AfterControlPlaneUpgrade,
+            &["v1.35.0"],
+            "v1.35.0",
+            &["v1.35.0"],
+        );
+    }
+
+    #[test]
     fn after_a_worker_step_between_control_plane_steps_the_rest_is_checked() {
         // Workers four minors behind: CAPI moves them to v1.34 before the control
         // plane goes on to v1.35 and v1.36.
-        let c = json!({"metadata": {"name": "prod", "namespace": "ns"}});
-        let mut e = event(Hook::AfterWorkersUpgrade, c, &["v1.35.0", "v1.36.0"]);
-        e.versions = UpgradeVersions::Reached("v1.34.1".into());
-        e.workers_upgrades = vec![UpgradeStep {
-            version: "v1.36.0".into(),
-        }];
-        let p = plan(&e, &machines());
-        assert_eq!(p.versions, ["v1.35.0", "v1.36.0"]);
-        let names: Vec<&str> = p.phases.iter().map(|p| p.name).collect();
-        assert_eq!(names, ["control-plane rollout", "worker rollout"]);
-        // The last worker step: nothing is left to boot.
-        e.control_plane_upgrades.clear();
-        e.workers_upgrades.clear();
-        let p = plan(&e, &machines());
-        assert!(p.versions.is_empty() && p.phases.is_empty(), "{p:?}");
+        after_a_step(
+            Hook::AfterWorkersUpgrade,
+            &["v1.35.0", "v1.36.0"],
+            "v1.36.0",
+            &["v1.35.0", "v1.36.0"],
+        );
     }
 
     #[test]
