@@ -25,7 +25,8 @@ use crate::controller::machine::{self, MachineContext};
 use crate::controller::{cache, cloud, ControllerConfig, StartError};
 use crate::engine::cloud_checks::TopologyCloudCheck;
 use crate::engine::PatchEngine;
-use crate::hooks::openstack::topology::{Mode, TopologyChecks, TopologySettings};
+use crate::hooks::openstack::creation::CreateCheck;
+use crate::hooks::openstack::topology::{LookupCache, Mode, TopologyChecks, TopologySettings};
 use crate::hooks::openstack::{self, CloudHooks};
 use crate::hooks::{hold::HoldHandler, ClusterResults, Registry};
 use crate::metrics::{ControllerMetrics, Metrics};
@@ -57,11 +58,15 @@ pub fn registry(
     args: &ServeArgs,
     results: ClusterResults,
     cloud_hooks: Option<&Arc<CloudHooks>>,
+    create_check: Option<CreateCheck>,
 ) -> Registry {
     let mut r = Registry::with_results(results);
     r.register(Arc::new(HoldHandler::new(args.hold_retry_after_seconds)));
     if let Some(h) = cloud_hooks {
         h.register(&mut r);
+    }
+    if let Some(c) = create_check {
+        r.register(Arc::new(c));
     }
     r
 }
@@ -73,6 +78,7 @@ fn topology_checks(
     kube: Option<&Client>,
     clouds: &Arc<ClientCache>,
     metrics: &Metrics,
+    lookups: &Arc<LookupCache>,
 ) -> Option<Arc<dyn TopologyCloudCheck>> {
     match (args.validate_cloud, kube) {
         (Mode::Off, _) => {
@@ -92,6 +98,7 @@ fn topology_checks(
                 wait: Duration::from_millis(args.validate_cloud_wait_milliseconds),
             },
             metrics.cloud_checks.clone(),
+            lookups.clone(),
         ))),
     }
 }
@@ -167,6 +174,21 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
             cloud_settings,
         ))
     });
+    // ValidateTopology and BeforeClusterCreate ask the cloud the same questions.
+    let lookups = Arc::new(LookupCache::new(Duration::from_secs(
+        args.validate_cloud_ttl_seconds,
+    )));
+    let create_check = match (&kube, args.validate_cloud) {
+        (Some(client), mode) if mode != Mode::Off => Some(CreateCheck::new(
+            client.clone(),
+            engine.clone(),
+            clouds.clone(),
+            lookups.clone(),
+            openstack::Settings::from_args(&args)?,
+            mode,
+        )),
+        _ => None,
+    };
     let (capi, capi_source) = served_capi(&args, kube.as_ref()).await;
     let mut app = App::new(
         AppOptions {
@@ -176,10 +198,10 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
             enable_in_place_hooks: args.enable_in_place_hooks,
         },
         engine,
-        registry(&args, results.clone(), cloud_hooks.as_ref()),
+        registry(&args, results.clone(), cloud_hooks.as_ref(), create_check),
         metrics.clone(),
     )?;
-    if let Some(check) = topology_checks(&args, kube.as_ref(), &clouds, &metrics) {
+    if let Some(check) = topology_checks(&args, kube.as_ref(), &clouds, &metrics, &lookups) {
         app = app.with_cloud_check(check);
     }
     let app = Arc::new(app);

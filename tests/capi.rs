@@ -914,9 +914,10 @@ async fn whole_life(release: Release) {
         StandInKubelet::start(w.client().await, w.bed.standin_client().await, release, &ns);
     let mut phases = Vec::new();
 
-    // A misspelled flavor is stopped by ValidateTopology, which asks the cloud, and
-    // nothing is created; fixed, the cluster proceeds.
-    let phase = w.begin("refused: misspelled flavor").await;
+    // A misspelled flavor holds the creation at BeforeClusterCreate, which asks the
+    // cloud before CAPI computes anything, with the message in the Cluster's
+    // conditions, and nothing is created; fixed, the cluster proceeds.
+    let phase = w.begin("held: misspelled flavor").await;
     let cluster = w.minimal_cluster(
         &ns,
         name,
@@ -936,58 +937,30 @@ async fn whole_life(release: Release) {
         cluster
     };
     w.bed.apply(&ns, &cluster);
-    // CAPI 1.11+ writes only "got failure response" into the condition and logs the
-    // message; stackhook's Warning Event on the Cluster carries it where `kubectl
-    // describe cluster` shows it.
-    let refused = w
-        .wait_cluster(
-            &ns,
-            name,
-            Duration::from_secs(60),
-            "misspelled flavor refused",
-            |c| {
-                condition(c, "TopologyReconciled").is_some_and(|t| {
-                    t["status"] == "False"
-                        && t["message"]
-                            .as_str()
-                            .is_some_and(|m| m.contains("validation of patch \"openstack\" failed"))
-                })
-            },
-        )
-        .await;
-    println!(
-        "refused: {}",
-        condition(&refused, "TopologyReconciled").unwrap_or_default()
-    );
-    let flavor_named = "OpenStackMachineTemplate spec.flavor: flavor \"m1.mediumm\" not found";
-    let events: Api<Event> = Api::namespaced(w.client().await, &ns);
-    let uid = refused["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let evented = poll(Duration::from_secs(30), async || {
-        events.list(&ListParams::default()).await.is_ok_and(|l| {
-            l.items.iter().any(|e| {
-                e.reason.as_deref() == Some("CloudResourcesMissing")
-                    && e.involved_object.uid.as_deref() == Some(uid.as_str())
-                    && e.message
-                        .as_deref()
-                        .is_some_and(|m| m.contains(flavor_named))
-            })
-        })
-    })
+    w.wait_upgrade_held(
+        &ns,
+        name,
+        "creation held by BeforeClusterCreate",
+        "openstack-create-check: variable openstackControlPlane.flavor: \
+         flavor \"m1.mediumm\" not found in cloud \"openstack\"",
+    )
     .await;
-    assert!(evented, "no Warning Event naming the flavor on the Cluster");
-    // klog escapes the quotes.
-    assert!(
-        w.bed.log_lines("CAPI_LOG", "m1.mediumm").iter().any(|l| l
-            .contains("OpenStackMachineTemplate spec.flavor: flavor")
-            && l.contains("not found")),
-        "CAPI did not log stackhook's message"
-    );
     assert!(
         w.servers(name).await.is_empty(),
-        "a server despite the refusal"
+        "a server despite the hold"
+    );
+    let osc: Api<DynamicObject> = Api::namespaced_with(
+        w.client().await,
+        &ns,
+        &capi::infra("OpenStackCluster", "openstackclusters"),
+    );
+    assert!(
+        osc.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty(),
+        "CAPI created the infrastructure while BeforeClusterCreate held it"
     );
     phases.push(w.end(phase).await);
 
@@ -1094,6 +1067,69 @@ async fn whole_life(release: Release) {
     )
     .await;
     w.wait_workers(&ns, name, 1).await;
+    phases.push(w.end(phase).await);
+
+    // On a running cluster a misspelled flavor is stopped by ValidateTopology, which
+    // asks the cloud, and nothing changes; set right, the MachineDeployment rolls.
+    let phase = w.begin("refused: misspelled worker flavor").await;
+    w.set_topology(
+        &ns,
+        name,
+        "/spec/topology/variables/2/value/flavor",
+        json!("m1.smalll"),
+    )
+    .await;
+    // CAPI 1.11+ writes only "got failure response" into the condition and logs the
+    // message; stackhook's Warning Event on the Cluster carries it where `kubectl
+    // describe cluster` shows it.
+    let refused = w
+        .wait_cluster(
+            &ns,
+            name,
+            Duration::from_secs(60),
+            "misspelled flavor refused",
+            |c| {
+                condition(c, "TopologyReconciled").is_some_and(|t| {
+                    t["status"] == "False"
+                        && t["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("validation of patch \"openstack\" failed"))
+                })
+            },
+        )
+        .await;
+    println!(
+        "refused: {}",
+        condition(&refused, "TopologyReconciled").unwrap_or_default()
+    );
+    let flavor_named = "OpenStackMachineTemplate spec.flavor: flavor \"m1.smalll\" not found";
+    let events: Api<Event> = Api::namespaced(w.client().await, &ns);
+    let uid = refused["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let evented = poll(Duration::from_secs(30), async || {
+        events.list(&ListParams::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("CloudResourcesMissing")
+                    && e.involved_object.uid.as_deref() == Some(uid.as_str())
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains(flavor_named))
+            })
+        })
+    })
+    .await;
+    assert!(evented, "no Warning Event naming the flavor on the Cluster");
+    // klog escapes the quotes.
+    assert!(
+        w.bed.log_lines("CAPI_LOG", "m1.smalll").iter().any(|l| l
+            .contains("OpenStackMachineTemplate spec.flavor: flavor")
+            && l.contains("not found")),
+        "CAPI did not log stackhook's message"
+    );
+    let md_servers = w.servers(&format!("{name}-md-0-")).await;
+    assert_eq!(md_servers.len(), 1, "{md_servers:?}");
     phases.push(w.end(phase).await);
 
     // A worker variable rotates the worker template: the MachineDeployment rolls,

@@ -7,6 +7,11 @@
 //!   has not; with the project's Nova and Neutron quotas lowered (a project of the
 //!   test's own, so other tests sharing the cloud are not affected) it blocks with
 //!   the numbers, and passes again once they are restored.
+//! - BeforeClusterCreate, on the same replica and project, for a Cluster of a
+//!   ClusterClass the openstack-v1 pack validates: held while its variables name an
+//!   image Glance has not (the variable and image in the message), then let go once
+//!   fixed; held with the numbers while the lowered quotas cannot hold its first
+//!   machines; let through with a note when its class cannot be read.
 //! - BeforeClusterDelete: a Magnum-shaped cluster A in `magnum-system` (application
 //!   credential, cloud `default`, `cluster-uuid` label) and a cluster B in the same
 //!   project each have a cloud-provider load balancer and a CSI volume; the hook for
@@ -26,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::Client;
 use replica::{capi_cluster, ms, Replica};
 use reqwest::Method;
@@ -209,6 +214,60 @@ fn upgrade(cluster: &Value, to: &str) -> Value {
 
 const RUNNING: &[&str] = &["checking OpenStack", "first list of OpenStackClusters"];
 
+/// A ClusterClass validated by the openstack-v1 pack, as the shipped classes are.
+async fn cluster_class(client: &Client, ns: &str, name: &str) {
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "ClusterClass");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "clusterclasses");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let template = |kind: &str, group: &str| json!({"templateRef": {"apiVersion": group, "kind": kind, "name": format!("{name}-x")}});
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "infrastructure": template("OpenStackClusterTemplate", "infrastructure.cluster.x-k8s.io/v1beta1"),
+            "controlPlane": template("KubeadmControlPlaneTemplate", "controlplane.cluster.x-k8s.io/v1beta2"),
+            "patches": [{"name": "openstack", "external": {
+                "generatePatchesExtension": "openstack-v1-generate-patches.stackhook",
+                "validateTopologyExtension": "openstack-v1-validate-topology.stackhook",
+                "discoverVariablesExtension": "openstack-v1-discover-variables.stackhook"}}]}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &class)
+        .await
+        .expect("ClusterClass");
+}
+
+/// A new Cluster of `class` as BeforeClusterCreate carries it: 3 control-plane
+/// machines of m1.small booting `cp_image`, 2 workers of m1.medium.
+fn new_cluster(ns: &str, class: &str, cp_image: &str) -> Value {
+    let image = |name: &str| json!({"name": name});
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "fresh", "namespace": ns, "uid": "uid-fresh"},
+        "spec": {"topology": {"classRef": {"name": class}, "version": "v1.33.1",
+            "variables": [
+                {"name": "openstackCluster", "value": {"identity": {"secretName": "creds", "cloudName": "openstack"}}},
+                {"name": "openstackControlPlane", "value": {"flavor": "m1.small", "image": image(cp_image)}},
+                {"name": "openstackWorker", "value": {"flavor": "m1.medium", "image": image("ubuntu-2404-kube-v1.33.1")}}],
+            "controlPlane": {"replicas": 3},
+            "workers": {"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": 2}]}}}
+    })
+}
+
+/// BeforeClusterCreate for `cluster`, asked until it is no longer running.
+async fn create_answer(r: &Replica, cluster: &Value) -> Value {
+    let seen = r
+        .settle(
+            "BeforeClusterCreate",
+            "before-cluster-create",
+            &json!({"cluster": cluster}),
+            RUNNING,
+            Duration::from_secs(60),
+        )
+        .await;
+    seen.last().unwrap().0.clone()
+}
+
 #[test]
 fn upgrade_preflight_checks_images_and_quota_from_a_replica_that_does_not_lead() {
     let Some((api, clouds_yaml)) = environment() else {
@@ -217,6 +276,8 @@ fn upgrade_preflight_checks_images_and_quota_from_a_replica_that_does_not_lead()
     infra::runtime().block_on(async {
         let client = api.client().await;
         crds(&client).await;
+        // BeforeClusterCreate reads the Cluster's ClusterClass.
+        kube_server::apply_crds(&client, &api.capi_crds("cluster-api-v1.13.5")).await;
         let admin = infra::checker(&clouds_yaml, cloud::ADMIN);
         let auth_url = cloud::entry(cloud::ADMIN).unwrap().auth_url;
         let name = infra::unique("shpre");
@@ -404,6 +465,53 @@ async fn preflight_cases(
     assert_eq!(resp["status"], "Success", "{resp}");
     assert_eq!(resp["retryAfterSeconds"], 0, "{resp}");
 
+    // A new Cluster whose control plane names an image Glance has not: its
+    // creation is held with the variable and the image named; fixed, it may go.
+    cluster_class(client, ns, "openstack-kubeadm").await;
+    let held = create_answer(
+        r,
+        &new_cluster(ns, "openstack-kubeadm", "ubuntu-2404-kube-v1.33.9"),
+    )
+    .await;
+    assert_eq!(held["retryAfterSeconds"], 30, "{held}");
+    assert_eq!(
+        held["message"],
+        "openstack-create-check: variable openstackControlPlane.image.name: \
+         image \"ubuntu-2404-kube-v1.33.9\" not found in cloud \"openstack\" (region RegionOne)"
+    );
+    let t = Instant::now();
+    let fixed = create_answer(
+        r,
+        &new_cluster(ns, "openstack-kubeadm", "ubuntu-2404-kube-v1.33.1"),
+    )
+    .await;
+    println!(
+        "BENCH create check: a new topology answered after {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        (
+            fixed["status"].as_str(),
+            fixed["retryAfterSeconds"].as_i64()
+        ),
+        (Some("Success"), Some(0)),
+        "{fixed}"
+    );
+    // A class this replica cannot read: not held, and the answer says why.
+    let unread = create_answer(
+        r,
+        &new_cluster(ns, "no-such-class", "ubuntu-2404-kube-v1.33.1"),
+    )
+    .await;
+    assert_eq!(unread["retryAfterSeconds"], 0, "{unread}");
+    let note = unread["message"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with(&format!(
+            "openstack-create-check: not checked: reading ClusterClass {ns}/no-such-class:"
+        )),
+        "{unread}"
+    );
+
     // One core in the project: the control plane's surge machine (m1.small, one
     // core) fits, a worker's (m1.medium, two cores) does not.
     admin_call(
@@ -472,6 +580,21 @@ async fn preflight_cases(
          (1 × m1.small for the control plane): 1 port needed, 0 free (quota 0, 0 in use)"
     );
 
+    // The new Cluster's first machines (3 m1.small, 2 m1.medium, a port each) do
+    // not fit either: its creation is held with what is short.
+    let short = create_answer(
+        r,
+        &new_cluster(ns, "openstack-kubeadm", "ubuntu-2404-kube-v1.33.1"),
+    )
+    .await;
+    assert_eq!(short["retryAfterSeconds"], 30, "{short}");
+    assert_eq!(
+        short["message"],
+        "openstack-create-check: project quota too small for the cluster's first machines \
+         (3 × m1.small for the control plane, 2 × m1.medium for the MachineDeployment md-0): \
+         7 cores needed, 1 free (quota 1, 0 in use); 5 ports needed, 0 free (quota 0, 0 in use)"
+    );
+
     // Quotas restored: the upgrade may go.
     admin_call(
         admin,
@@ -504,6 +627,18 @@ async fn preflight_cases(
         (last["status"].as_str(), last["retryAfterSeconds"].as_i64()),
         (Some("Success"), Some(0)),
         "{last}"
+    );
+
+    // And so may the creation.
+    let room = create_answer(
+        r,
+        &new_cluster(ns, "openstack-kubeadm", "ubuntu-2404-kube-v1.33.1"),
+    )
+    .await;
+    assert_eq!(
+        (room["status"].as_str(), room["retryAfterSeconds"].as_i64()),
+        (Some("Success"), Some(0)),
+        "{room}"
     );
 
     // The check's own cost, run directly with the project's credentials: OpenStack

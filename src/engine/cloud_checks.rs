@@ -6,6 +6,11 @@
 //! found. Asking the cloud is the job of `hooks::openstack::topology`, which the
 //! server calls only after the schema and CEL checks passed.
 //!
+//! BeforeClusterCreate asks the same of the Cluster itself ([`creation_plan`]): CAPI
+//! calls it before it computes the topology, so the values come from the Cluster's
+//! variables, and a flavor check marked `machines` sizes the first machines of that
+//! kind against the project's quota.
+//!
 //! ```yaml
 //! cloudChecks:
 //!   identity:
@@ -13,7 +18,7 @@
 //!     cloudNameVariable: openstackCluster.identity.cloudName    # optional
 //!     cloudName: openstack                                      # when the variable is unset or empty
 //!   resources:
-//!   - {variable: openstackControlPlane.flavor, kind: flavor}
+//!   - {variable: openstackControlPlane.flavor, kind: flavor, machines: controlPlane}
 //!   - {variable: openstackControlPlane.image, kind: image}      # {id} or {name}
 //!   - {variable: openstackCluster.bastion.flavor, kind: flavor, when: openstackCluster.bastion.enabled}
 //! ```
@@ -25,6 +30,7 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::clusterclass::Cluster;
 use super::pack::PackVariable;
 use crate::sdk::common::Variable;
 use crate::sdk::topology::ValidateTopologyRequest;
@@ -131,6 +137,20 @@ pub struct ResourceCheck {
     pub by: By,
     /// A boolean field that must be true for the check to run.
     pub when: Option<String>,
+    /// For a flavor: the machines that boot with it, sized at BeforeClusterCreate.
+    pub machines: Option<MachineRole>,
+}
+
+/// Which of a new cluster's machines a flavor variable sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MachineRole {
+    /// `spec.topology.controlPlane.replicas` machines (KubeadmControlPlane's default 1).
+    ControlPlane,
+    /// Each MachineDeployment's replicas, with its own overrides.
+    Workers,
+    /// One machine, when the check's `when` holds.
+    Bastion,
 }
 
 #[derive(Deserialize)]
@@ -162,6 +182,8 @@ struct RawResource {
     by: Option<By>,
     #[serde(default)]
     when: Option<String>,
+    #[serde(default)]
+    machines: Option<MachineRole>,
 }
 
 /// The cloud CAPO uses when a pack names none (its `identityRef.cloudName` default).
@@ -200,6 +222,14 @@ pub fn parse(
             check_path(format!("cloudChecks.resources[{i}].when"), w);
         }
     }
+    for (i, r) in raw.resources.iter().enumerate() {
+        if r.machines.is_some() && r.kind != ResourceKind::Flavor {
+            problems.push((
+                format!("cloudChecks.resources[{i}].machines"),
+                "only a flavor sizes machines".to_string(),
+            ));
+        }
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -219,6 +249,7 @@ pub fn parse(
                 kind: r.kind,
                 by: r.by.unwrap_or(By::Name),
                 when: r.when,
+                machines: r.machines,
             })
             .collect(),
     })
@@ -332,20 +363,53 @@ pub fn plan(
     }
     let (namespace, cluster) = req.cluster()?;
     let globals = values(variables, &req.variables, true);
+    let items = req.items.iter().map(|item| {
+        (
+            format!(
+                "{} {}: ",
+                item.holder_reference.kind, item.holder_reference.name
+            ),
+            values(variables, &item.variables, false),
+        )
+    });
+    plan_from_values(
+        pack_name,
+        checks,
+        Who {
+            namespace,
+            cluster,
+            uid: cluster_uid(req),
+        },
+        &globals,
+        items,
+    )
+}
+
+/// The Cluster a plan is for.
+struct Who {
+    namespace: String,
+    cluster: String,
+    uid: Option<String>,
+}
+
+/// The plan from the Cluster's values (`globals`, defaulted) and each holder's own
+/// overrides (`(message prefix, values)`).
+fn plan_from_values(
+    pack_name: &str,
+    checks: &CloudChecks,
+    who: Who,
+    globals: &Map<String, Value>,
+    items: impl IntoIterator<Item = (String, Map<String, Value>)>,
+) -> Option<CloudPlan> {
     let mut found = BTreeSet::new();
-    collect(checks, &globals, "", &mut found);
-    for item in &req.items {
-        let own = values(variables, &item.variables, false);
+    collect(checks, globals, "", &mut found);
+    for (holder, own) in items {
         if own.is_empty() {
             continue;
         }
         // A `when` may sit in another variable than the one overridden.
         let mut merged = globals.clone();
         merged.extend(own.clone());
-        let holder = format!(
-            "{} {}: ",
-            item.holder_reference.kind, item.holder_reference.name
-        );
         let mut here = BTreeSet::new();
         collect(checks, &merged, &holder, &mut here);
         // Only what the item's own values name: the rest is the Cluster's, reported once.
@@ -361,7 +425,7 @@ pub fn plan(
     }
     let text = |path: &Option<String>| {
         path.as_deref()
-            .and_then(|p| lookup_path(&globals, p))
+            .and_then(|p| lookup_path(globals, p))
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
@@ -369,13 +433,134 @@ pub fn plan(
     Some(CloudPlan {
         pack: pack_name.to_string(),
         secret: text(&checks.secret_name_variable)
-            .unwrap_or_else(|| format!("{cluster}-cloud-config")),
+            .unwrap_or_else(|| format!("{}-cloud-config", who.cluster)),
         cloud: text(&checks.cloud_name_variable).unwrap_or_else(|| checks.cloud_name.clone()),
-        cluster_uid: cluster_uid(req),
-        namespace,
-        cluster,
+        cluster_uid: who.uid,
+        namespace: who.namespace,
+        cluster: who.cluster,
         checks: found.into_iter().collect(),
     })
+}
+
+/// Machines of one kind a new cluster starts with.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FirstMachines {
+    /// `control plane`, `MachineDeployment <topology name>` or `bastion`.
+    pub of: String,
+    pub replicas: u64,
+    pub flavor: (By, String),
+}
+
+/// What BeforeClusterCreate checks for one pack: the lookups, as ValidateTopology
+/// makes them, and the machines to size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreationPlan {
+    pub cloud: CloudPlan,
+    pub machines: Vec<FirstMachines>,
+}
+
+/// Annotation the cluster-autoscaler reads on a MachineDeployment; CAPI's webhook
+/// starts a MachineDeployment without replicas at this size.
+pub const AUTOSCALER_MIN_SIZE_ANNOTATION: &str =
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
+
+/// The plan for a Cluster about to be created, from its own variables: the Cluster's
+/// (with the pack's top-level defaults, as CAPI's webhook fills them in), the control
+/// plane's overrides and each MachineDeployment's. Replicas as CAPI's webhooks
+/// default them: 1 for the control plane, and for a MachineDeployment its
+/// autoscaler minimum or 1. MachinePools are not sized (CAPO has none). `None` when
+/// the Cluster names no resource the pack checks.
+pub fn creation_plan(
+    pack_name: &str,
+    checks: &CloudChecks,
+    variables: &[PackVariable],
+    cluster: &Cluster,
+) -> Option<CreationPlan> {
+    let globals = values(variables, &cluster.variables, true);
+    let cp_own = values(variables, &cluster.control_plane_overrides, false);
+    let mut items = vec![("control plane: ".to_string(), cp_own.clone())];
+    for md in &cluster.machine_deployments {
+        items.push((
+            format!("MachineDeployment {}: ", md.name),
+            values(variables, &md.overrides, false),
+        ));
+    }
+    let plan = plan_from_values(
+        pack_name,
+        checks,
+        Who {
+            namespace: cluster.namespace.clone(),
+            cluster: cluster.name.clone(),
+            uid: cluster.uid.clone(),
+        },
+        &globals,
+        items,
+    )?;
+    let merged = |own: &Map<String, Value>| {
+        let mut m = globals.clone();
+        m.extend(own.clone());
+        m
+    };
+    let count = |n: Option<i64>| n.map_or(1, |n| u64::try_from(n).unwrap_or(0));
+    let mut machines = Vec::new();
+    let mut add = |of: String, replicas: u64, role: MachineRole, values: &Map<String, Value>| {
+        if let Some(flavor) = flavor_for(checks, role, values) {
+            machines.push(FirstMachines {
+                of,
+                replicas,
+                flavor,
+            });
+        }
+    };
+    add(
+        "control plane".into(),
+        count(cluster.control_plane_replicas),
+        MachineRole::ControlPlane,
+        &merged(&cp_own),
+    );
+    for md in &cluster.machine_deployments {
+        let replicas = md
+            .replicas
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .unwrap_or_else(|| {
+                md.metadata
+                    .annotations
+                    .get(AUTOSCALER_MIN_SIZE_ANNOTATION)
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(1)
+            });
+        add(
+            format!("MachineDeployment {}", md.name),
+            replicas,
+            MachineRole::Workers,
+            &merged(&values(variables, &md.overrides, false)),
+        );
+    }
+    add("bastion".into(), 1, MachineRole::Bastion, &globals);
+    machines.retain(|m| m.replicas > 0);
+    Some(CreationPlan {
+        cloud: plan,
+        machines,
+    })
+}
+
+/// The flavor the checks marked for `role` name in `values`, if any.
+fn flavor_for(
+    checks: &CloudChecks,
+    role: MachineRole,
+    values: &Map<String, Value>,
+) -> Option<(By, String)> {
+    let mut found = BTreeSet::new();
+    collect_from(
+        checks
+            .resources
+            .iter()
+            .filter(|c| c.machines == Some(role) && c.kind == ResourceKind::Flavor),
+        values,
+        "",
+        &mut found,
+    );
+    found.into_iter().next().map(|(_, l)| (l.by, l.value))
 }
 
 /// Where CAPO's v1beta1 templates name cloud resources: `(kind, path under
@@ -583,7 +768,16 @@ fn collect(
     holder: &str,
     out: &mut BTreeSet<(Place, Lookup)>,
 ) {
-    for c in &checks.resources {
+    collect_from(&checks.resources, values, holder, out)
+}
+
+fn collect_from<'a>(
+    resources: impl IntoIterator<Item = &'a ResourceCheck>,
+    values: &Map<String, Value>,
+    holder: &str,
+    out: &mut BTreeSet<(Place, Lookup)>,
+) {
+    for c in resources {
         if let Some(w) = &c.when {
             if lookup_path(values, w).and_then(Value::as_bool) != Some(true) {
                 continue;
@@ -856,6 +1050,174 @@ mod tests {
             ]
         );
         assert_eq!(p.lookups().len(), 5);
+    }
+
+    fn creation(pack: &str, cluster: Value) -> Option<CreationPlan> {
+        let e = engine();
+        let p = e.packs().iter().find(|p| p.name == pack).unwrap();
+        let cluster = Cluster::from_value(&cluster).unwrap();
+        creation_plan(
+            &p.name,
+            p.cloud_checks.as_ref().unwrap(),
+            &p.variables,
+            &cluster,
+        )
+    }
+
+    fn sized(plan: &CreationPlan) -> Vec<(String, u64, String)> {
+        plan.machines
+            .iter()
+            .map(|m| (m.of.clone(), m.replicas, m.flavor.1.clone()))
+            .collect()
+    }
+
+    /// A Cluster as the API server holds it when BeforeClusterCreate is called: its
+    /// own variables, overrides and replicas, nothing patched yet.
+    #[test]
+    fn a_new_cluster_is_checked_and_sized_from_its_own_variables() {
+        let cluster = json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "prod", "namespace": "ns1", "uid": "u-1"},
+            "spec": {"topology": {"classRef": {"name": "openstack-kubeadm"}, "version": "v1.33.1",
+                "variables": [
+                    {"name": "openstackControlPlane", "value": {"flavor": "m1.large",
+                        "image": {"name": "ubuntu-2404-kube-v1.33.1"}}},
+                    {"name": "openstackCluster", "value": {"bastion": {"enabled": true,
+                        "flavor": "m1.tiny", "imageName": "cirros"}}},
+                    {"name": "openstackWorker", "value": {"image": {"name": "ubuntu"}}}],
+                "controlPlane": {"replicas": 3},
+                "workers": {"machineDeployments": [
+                    {"class": "default-worker", "name": "md-0", "replicas": 2},
+                    {"class": "default-worker", "name": "gpu", "replicas": 0,
+                     "variables": {"overrides": [{"name": "openstackWorker", "value": {"flavor": "g1.xlarge",
+                         "image": {"name": "ubuntu"}}}]}},
+                    {"class": "default-worker", "name": "auto",
+                     "metadata": {"annotations": {AUTOSCALER_MIN_SIZE_ANNOTATION: "4"}},
+                     "variables": {"overrides": [{"name": "openstackWorker", "value": {"flavor": "m1.xlarge",
+                         "image": {"name": "ubuntu-gpu"}}}]}},
+                    {"class": "default-worker", "name": "md-1"}]}}}
+        });
+        let p = creation("openstack-v1", cluster.clone()).unwrap();
+        assert_eq!(
+            (p.cloud.namespace.as_str(), p.cloud.cluster.as_str()),
+            ("ns1", "prod")
+        );
+        assert_eq!(p.cloud.cluster_uid.as_deref(), Some("u-1"));
+        assert_eq!(p.cloud.secret, "prod-cloud-config");
+        assert_eq!(
+            lines(&p.cloud),
+            vec![
+                "variable openstackCluster.bastion.flavor -> flavor \"m1.tiny\"",
+                "variable openstackCluster.bastion.imageName -> image \"cirros\"",
+                "variable openstackControlPlane.flavor -> flavor \"m1.large\"",
+                "variable openstackControlPlane.image.name -> image \"ubuntu-2404-kube-v1.33.1\"",
+                // The pack's default flavor for the workers, then each override.
+                "variable openstackWorker.flavor -> flavor \"m1.medium\"",
+                "variable openstackWorker.image.name -> image \"ubuntu\"",
+                "MachineDeployment auto: variable openstackWorker.flavor -> flavor \"m1.xlarge\"",
+                "MachineDeployment auto: variable openstackWorker.image.name -> image \"ubuntu-gpu\"",
+                "MachineDeployment gpu: variable openstackWorker.flavor -> flavor \"g1.xlarge\"",
+                "MachineDeployment gpu: variable openstackWorker.image.name -> image \"ubuntu\"",
+            ]
+        );
+        // Replicas as CAPI's webhooks default them; a deployment at 0 starts nothing.
+        assert_eq!(
+            sized(&p),
+            vec![
+                ("control plane".into(), 3, "m1.large".into()),
+                ("MachineDeployment md-0".into(), 2, "m1.medium".into()),
+                ("MachineDeployment auto".into(), 4, "m1.xlarge".into()),
+                ("MachineDeployment md-1".into(), 1, "m1.medium".into()),
+                ("bastion".into(), 1, "m1.tiny".into()),
+            ]
+        );
+        // The same Cluster in v1beta1, without a bastion and replicas: one of each.
+        let v1 = json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "dev", "namespace": "ns1"},
+            "spec": {"topology": {"class": "openstack-kubeadm", "version": "v1.33.1",
+                "variables": [
+                    {"name": "openstackControlPlane", "value": {"image": {"name": "ubuntu"}}},
+                    {"name": "openstackWorker", "value": {"image": {"name": "ubuntu"}}}],
+                "controlPlane": {"variables": {"overrides": [
+                    {"name": "openstackControlPlane", "value": {"flavor": "m1.small",
+                        "image": {"name": "ubuntu"}}}]}},
+                "workers": {"machineDeployments": [{"class": "default-worker", "name": "md-0"}]}}}
+        });
+        let p = creation("openstack-v1", v1).unwrap();
+        assert_eq!(
+            sized(&p),
+            vec![
+                ("control plane".into(), 1, "m1.small".into()),
+                ("MachineDeployment md-0".into(), 1, "m1.medium".into()),
+            ]
+        );
+        assert!(
+            lines(&p.cloud).contains(
+                &"control plane: variable openstackControlPlane.flavor -> flavor \"m1.small\""
+                    .to_string()
+            ),
+            "{:?}",
+            lines(&p.cloud)
+        );
+    }
+
+    #[test]
+    fn a_new_magnum_cluster_is_sized_by_its_two_flavors() {
+        let cluster = json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "kube-ab12c", "namespace": "magnum-system"},
+            "spec": {"topology": {"class": "magnum-v0.30.0", "version": "v1.33.1",
+                "variables": [
+                    {"name": "clusterIdentityRefName", "value": "kube-ab12c-cloud-config"},
+                    {"name": "controlPlaneFlavor", "value": "m1.large"},
+                    {"name": "flavor", "value": "m1.medium"},
+                    {"name": "imageUUID", "value": "0b1c2d3e-4f50-4617-8899-aabbccddeeff"}],
+                "controlPlane": {"replicas": 1},
+                "workers": {"machineDeployments": [
+                    {"class": "default-worker", "name": "default-worker", "replicas": 3},
+                    {"class": "default-worker", "name": "big", "replicas": 1,
+                     "variables": {"overrides": [{"name": "flavor", "value": "m1.xlarge"}]}}]}}}
+        });
+        let p = creation("magnum-v1", cluster).unwrap();
+        assert_eq!(
+            (p.cloud.secret.as_str(), p.cloud.cloud.as_str()),
+            ("kube-ab12c-cloud-config", "default")
+        );
+        assert_eq!(
+            sized(&p),
+            vec![
+                ("control plane".into(), 1, "m1.large".into()),
+                (
+                    "MachineDeployment default-worker".into(),
+                    3,
+                    "m1.medium".into()
+                ),
+                ("MachineDeployment big".into(), 1, "m1.xlarge".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_flavor_sizes_machines() {
+        let e = engine();
+        let p = e.packs().iter().find(|p| p.name == "openstack-v1").unwrap();
+        let bad = json!({"resources": [
+            {"variable": "openstackWorker.image", "kind": "image", "machines": "workers"},
+            {"variable": "openstackWorker.flavor", "kind": "flavor", "machines": "nodes"}]});
+        let problems = parse(&bad, &p.variables).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].1.contains("unknown variant"), "{problems:?}");
+        let bad = json!({"resources": [
+            {"variable": "openstackWorker.image", "kind": "image", "machines": "workers"}]});
+        let problems = parse(&bad, &p.variables).unwrap_err();
+        assert_eq!(
+            problems,
+            vec![(
+                "cloudChecks.resources[0].machines".to_string(),
+                "only a flavor sizes machines".to_string()
+            )]
+        );
     }
 
     #[test]

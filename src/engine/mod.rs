@@ -67,6 +67,15 @@ pub trait PatchEngine: Send + Sync + 'static {
     fn cloud_plan(&self, _handler: &str, _req: &ValidateTopologyRequest) -> Option<CloudPlan> {
         None
     }
+    /// What BeforeClusterCreate checks for a Cluster whose class validates with
+    /// `handler`; `None` as for [`PatchEngine::cloud_plan`].
+    fn creation_plan(
+        &self,
+        _handler: &str,
+        _cluster: &clusterclass::Cluster,
+    ) -> Option<cloud_checks::CreationPlan> {
+        None
+    }
     /// GeneratePatches answers from the answer cache and computed, `(hits, misses)`;
     /// `None` without a cache.
     fn patch_cache_stats(&self) -> Option<(u64, u64)> {

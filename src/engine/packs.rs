@@ -392,6 +392,28 @@ impl PatchEngine for PackEngine {
             .ok()
             .flatten()
     }
+
+    fn creation_plan(
+        &self,
+        handler: &str,
+        cluster: &super::clusterclass::Cluster,
+    ) -> Option<cloud_checks::CreationPlan> {
+        if is_generic(Hook::ValidateTopology, handler) {
+            return None;
+        }
+        let p = self.pack(Hook::ValidateTopology, handler)?;
+        let checks = p.cloud_checks.as_ref()?;
+        guarded(|| {
+            Ok(cloud_checks::creation_plan(
+                &p.name,
+                checks,
+                &p.variables,
+                cluster,
+            ))
+        })
+        .ok()
+        .flatten()
+    }
 }
 
 /// The name pack `pack` is served under on `hook`, e.g. `openstack-generate-patches`.

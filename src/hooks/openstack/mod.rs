@@ -4,6 +4,8 @@
 //!   AfterControlPlaneUpgrade, BeforeWorkersUpgrade, AfterWorkersUpgrade): an
 //!   image for every version machines will boot and quota for the rollout's surge
 //!   machines (after a step: for the steps still to come);
+//! - `openstack-create-check` (BeforeClusterCreate): what the Cluster's variables
+//!   name exists and the project's quota holds its first machines ([`creation`]);
 //! - `openstack-cleanup` (BeforeClusterDelete): the load balancers and volumes
 //!   the cluster's cloud provider created;
 //! - `bootstrap-vars` (AfterControlPlaneInitialized): the Secret the bootstrap
@@ -18,6 +20,7 @@
 //! ([`jobs`]); a call answers from the latest result or asks CAPI to come back.
 
 pub mod cleanup;
+pub mod creation;
 pub mod jobs;
 pub mod preflight;
 pub mod topology;

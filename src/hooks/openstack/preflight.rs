@@ -264,7 +264,14 @@ pub async fn run(clients: &Clients, plan: &Plan, images: &ImageMatch) -> Result<
             ));
         }
     }
-    if !plan.phases.is_empty() {
+    problems.extend(quota_problems(clients, &plan.phases).await?);
+    Ok(Report { problems })
+}
+
+/// Whether each phase fits the project's free compute and port quota.
+pub async fn quota_problems(clients: &Clients, phases: &[Phase]) -> Result<Vec<String>, OsError> {
+    let mut problems = Vec::new();
+    if !phases.is_empty() {
         let flavors = clients.compute.flavors().await?;
         let limits = quota::compute_limits(&clients.session).await?;
         let project = clients
@@ -281,11 +288,11 @@ pub async fn run(clients: &Clients, plan: &Plan, images: &ImageMatch) -> Result<
                 limit: None,
                 used: 0,
             });
-        for phase in &plan.phases {
+        for phase in phases {
             problems.extend(fit(phase, &flavors, &limits, &ports));
         }
     }
-    Ok(Report { problems })
+    Ok(problems)
 }
 
 async fn has_image(clients: &Clients, images: &ImageMatch, version: &str) -> Result<bool, OsError> {

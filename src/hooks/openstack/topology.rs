@@ -140,6 +140,7 @@ impl TopologyChecks {
         clouds: Arc<ClientCache>,
         settings: TopologySettings,
         counts: Family<CloudCheckLabels, Counter>,
+        lookups: Arc<LookupCache>,
     ) -> TopologyChecks {
         let recorder = Recorder::new(
             client.clone(),
@@ -152,7 +153,7 @@ impl TopologyChecks {
             recorder,
             client,
             clouds,
-            lookups: Arc::new(LookupCache::new(settings.ttl)),
+            lookups,
             settings,
             jobs: Jobs::new(),
             counts,
@@ -270,7 +271,7 @@ impl TopologyCloudCheck for TopologyChecks {
 /// caller's own plan: another Cluster with the same Secret and values shares the
 /// answers, but its MachineDeployments have other names.
 #[derive(Clone, Debug, Default)]
-struct Answers {
+pub(super) struct Answers {
     /// `cloud "x" (region y)`, for messages.
     label: String,
     found: HashMap<Lookup, Found>,
@@ -279,7 +280,7 @@ struct Answers {
 }
 
 impl Answers {
-    fn verdict(&self, plan: &CloudPlan) -> CloudVerdict {
+    pub(super) fn verdict(&self, plan: &CloudPlan) -> CloudVerdict {
         let problems: Vec<String> = plan
             .checks
             .iter()
@@ -308,25 +309,39 @@ async fn run(
     cache: Arc<LookupCache>,
     plan: CloudPlan,
 ) -> Result<Answers, String> {
+    let clients = plan_clients(&client, &clouds, &plan).await?;
+    Ok(look_up(&clients, &cache, &plan).await)
+}
+
+/// The clients of the identity Secret and cloud `plan` names.
+pub(super) async fn plan_clients(
+    client: &Client,
+    clouds: &ClientCache,
+    plan: &CloudPlan,
+) -> Result<Arc<Clients>, String> {
     let reference = OpenStackIdentityReference {
         type_: IdentityRefType::Secret,
         name: plan.secret.clone(),
         cloud_name: plan.cloud.clone(),
         region: None,
     };
-    let identity = read_identity_secret(&client, &plan.namespace, &reference)
+    let identity = read_identity_secret(client, &plan.namespace, &reference)
         .await
         .map_err(|e| e.to_string())?;
-    let clients = clouds
+    clouds
         .clients_for(&identity)
-        .map_err(|e| format!("identity Secret {}/{}: {e}", plan.namespace, plan.secret))?;
+        .map_err(|e| format!("identity Secret {}/{}: {e}", plan.namespace, plan.secret))
+}
+
+/// Every lookup of `plan`, from `cache` when it has a fresh answer.
+pub(super) async fn look_up(clients: &Clients, cache: &LookupCache, plan: &CloudPlan) -> Answers {
     let config = clients.session.config();
     let scope = scope_key(config);
     let mut answers = Answers {
         label: cloud_label(&plan.cloud, config.region.as_deref()),
         ..Answers::default()
     };
-    let mut finder = Finder::new(&clients);
+    let mut finder = Finder::new(clients);
     for lookup in plan.lookups() {
         if let Some(f) = cache.get(&scope, &lookup, Instant::now()) {
             answers.found.insert(lookup, f);
@@ -340,7 +355,7 @@ async fn run(
             Err(e) => answers.errors.push(format!("{lookup}: {e}")),
         }
     }
-    Ok(answers)
+    answers
 }
 
 /// Lookups against one cloud; Nova's flavor and server group lists are read once.
