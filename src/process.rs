@@ -22,6 +22,7 @@ use crate::controller::capi::CapiResources;
 use crate::controller::cluster::{self, ClusterContext, Timing};
 use crate::controller::leader::{self, LeaderElector, LeaseSettings};
 use crate::controller::machine::{self, MachineContext};
+use crate::controller::template::{self, TemplateContext};
 use crate::controller::{cache, cloud, ControllerConfig, StartError};
 use crate::engine::cloud_checks::TopologyCloudCheck;
 use crate::engine::PatchEngine;
@@ -352,6 +353,7 @@ async fn start_controllers(
     } else {
         None
     };
+    let template_clouds = clouds.clone();
     let (infra, machine_infra) = cloud::infra(&cfg, clouds);
     let capi = match CapiResources::discover(&client).await {
         Ok(c) => c,
@@ -376,9 +378,19 @@ async fn start_controllers(
         MachineContext::new(
             client.clone(),
             machine_infra,
-            capi,
+            capi.clone(),
             metrics.clone(),
             Timing::default(),
+        )
+        .with_watch_filter(cfg.watch_filter.clone()),
+    );
+    let template_ctx = Arc::new(
+        TemplateContext::new(
+            client.clone(),
+            template_clouds,
+            capi.clone(),
+            metrics.clone(),
+            &Timing::default(),
         )
         .with_watch_filter(cfg.watch_filter.clone()),
     );
@@ -390,6 +402,7 @@ async fn start_controllers(
             leader::run_elected(elector, metrics.leader.clone(), shutdown, move |stop| {
                 let ctx = ctx.clone();
                 let machine_ctx = machine_ctx.clone();
+                let template_ctx = template_ctx.clone();
                 let namespace = namespace.clone();
                 async move {
                     tokio::join!(
@@ -401,6 +414,12 @@ async fn start_controllers(
                         ),
                         machine::run(
                             machine_ctx,
+                            namespace.as_deref(),
+                            concurrency,
+                            leader::stopped(stop.clone()),
+                        ),
+                        template::run(
+                            template_ctx,
                             namespace.as_deref(),
                             concurrency,
                             leader::stopped(stop),
@@ -421,6 +440,12 @@ async fn start_controllers(
                 ),
                 machine::run(
                     machine_ctx,
+                    namespace.as_deref(),
+                    concurrency,
+                    leader::stopped(shutdown.clone()),
+                ),
+                template::run(
+                    template_ctx,
                     namespace.as_deref(),
                     concurrency,
                     leader::stopped(shutdown),

@@ -24,6 +24,7 @@ mod cloud_hooks;
 mod cloud_machine;
 mod cloud_machine_client;
 mod cloud_smoke;
+mod cloud_template;
 mod cloud_validate;
 mod cloud_vip;
 mod e2e;

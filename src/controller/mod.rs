@@ -17,6 +17,7 @@ pub mod image;
 pub mod leader;
 pub mod machine;
 pub mod status;
+pub mod template;
 pub mod watch;
 
 use std::path::PathBuf;

@@ -8,5 +8,6 @@ pub mod cluster;
 pub mod conditions;
 pub mod machine;
 pub mod seam;
+pub mod template;
 
 pub use api::{crds, crds_yaml};

@@ -328,6 +328,13 @@ pub struct Flavor {
     /// Root disk in GiB (0: the image's size, or boot from volume).
     #[serde(default)]
     pub disk: u64,
+    /// Ephemeral disk in GiB.
+    #[serde(default, rename = "OS-FLV-EXT-DATA:ephemeral")]
+    pub ephemeral: u64,
+    /// Nova returns them with the flavor from microversion 2.61; read them with
+    /// [`Nova::flavor_extra_specs`] below that.
+    #[serde(default, deserialize_with = "null_default")]
+    pub extra_specs: std::collections::BTreeMap<String, String>,
 }
 
 /// One address of a server, from its `addresses` map.
@@ -981,6 +988,16 @@ impl Compute for Nova {
 }
 
 impl Nova {
+    /// A flavor's extra specs (`GET /flavors/{id}/os-extra_specs`): flavor lists at
+    /// CAPO's microversion do not carry them, and project readers may read them.
+    pub async fn flavor_extra_specs(&self, id: &str) -> Result<BTreeMap<String, String>, OsError> {
+        let path = format!(
+            "/flavors/{}/os-extra_specs",
+            crate::networking::encode_segment(id)
+        );
+        take(self.get_json(&path, &[]).await?, "extra_specs", &path)
+    }
+
     /// One Nova request at `microversion` (Nova reads the header per call).
     async fn call(
         &self,

@@ -22,6 +22,12 @@ pub struct Image {
     pub status: String,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Glance's `os_type` property (`linux`, `windows`).
+    #[serde(default)]
+    pub os_type: Option<String>,
+    /// Glance's `architecture` property (`x86_64`, `aarch64`, ...).
+    #[serde(default)]
+    pub architecture: Option<String>,
 }
 
 /// The Glance calls the controllers need.

@@ -443,6 +443,7 @@ mod tests {
             vcpus: c,
             ram: r,
             disk: 20,
+            ..Flavor::default()
         })
         .collect()
     }

@@ -342,7 +342,8 @@ pub struct OpenStackMachineTemplateSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenStackMachineTemplateStatus {
-    /// `cpu`, `memory`, `ephemeral-storage` and `storage` from the flavor.
+    /// `cpu`, `memory`, `ephemeral-storage`, `storage` and GPUs from the flavor
+    /// (`infra::template`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "super::types::resource_list_schema")]
     pub capacity: BTreeMap<String, Quantity>,
@@ -357,4 +358,7 @@ pub struct NodeInfo {
     /// From the image's `os_type` property.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operating_system: Option<String>,
+    /// From the image's `architecture` property, as Kubernetes names it (`amd64`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
 }
