@@ -12,6 +12,7 @@
 use crate::cloud;
 use crate::infra;
 
+use futures::FutureExt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -681,5 +682,102 @@ fn existing_network_with_a_fixed_ip_and_a_floating_ip_without_load_balancer() {
         assert_eq!(osc.spec.control_plane_endpoint.clone().unwrap().host, host);
         infra::delete(&infra, &scope_, &osc, &id).await;
         expect_none(&inventory(&check, &names).await);
+    });
+}
+
+/// Neutron's own view of a floating IP, with the `revision_number` every write bumps.
+async fn raw_fip(c: &Clients, id: &str) -> serde_json::Value {
+    c.session
+        .request(
+            reqwest::Method::GET,
+            &["network"],
+            &format!("/v2.0/floatingips/{id}"),
+            &[],
+            None,
+            &vec![],
+        )
+        .await
+        .expect("floating IP")
+        .expect("a body")["floatingip"]
+        .clone()
+}
+
+/// CAPO's second pass can leave a second floating IP with the cluster's description,
+/// unattached, beside the one on the VIP port, and record the unattached one's address.
+/// The VIP port's own floating IP is the API address: adopted; the stray one is
+/// reported and never written to.
+#[test]
+fn a_stray_floating_ip_beside_the_attached_one_is_never_written_to() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let check = checker(&yaml);
+        let n = &check.network;
+        let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let id = identity(yaml.clone(), "cloud-creds");
+        let name = unique("stray");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let mut s = spec("10.82.0.0/24");
+        s.extensions = None;
+        let mut osc = cluster(&name, s);
+        let scope_ = scope(&name);
+        converge(&infra, &scope_, &mut osc, &id, 30).await;
+        let status = osc.status.clone().unwrap();
+        let lb = status.api_server_load_balancer.clone().unwrap();
+        let attached: Vec<net::FloatingIp> = n
+            .list(&[("floating_ip_address", lb.ip.clone())])
+            .await
+            .unwrap();
+        assert_eq!(attached.len(), 1);
+        let attached = attached[0].clone();
+        let vip_port = attached.port_id.clone().expect("the API floating IP on the VIP port");
+        let ext = status.external_network.clone().unwrap().id;
+        let stray: net::FloatingIp = n
+            .create(serde_json::json!({"floating_network_id": ext, "description": attached.description}))
+            .await
+            .unwrap();
+        let stray_before = raw_fip(&check, &stray.id).await;
+        // The address the status recorded is the stray one.
+        osc.status
+            .as_mut()
+            .unwrap()
+            .api_server_load_balancer
+            .as_mut()
+            .unwrap()
+            .ip = stray.floating_ip_address.clone();
+
+        let outcome = std::panic::AssertUnwindSafe(async {
+            let passes = converge(&infra, &scope_, &mut osc, &id, 5).await;
+            let lb = osc.status.clone().unwrap().api_server_load_balancer.unwrap();
+            assert_eq!(lb.ip, attached.floating_ip_address, "the attached address is the API's");
+            let stray_after = raw_fip(&check, &stray.id).await;
+            assert_eq!(
+                stray_after["revision_number"], stray_before["revision_number"],
+                "the stray floating IP was written to: {stray_after}"
+            );
+            assert!(stray_after["port_id"].is_null(), "{stray_after}");
+            let on_port: Vec<net::FloatingIp> = n
+                .list(&[("port_id", vip_port.clone())])
+                .await
+                .unwrap();
+            assert_eq!(on_port.len(), 1);
+            assert_eq!(on_port[0].id, attached.id);
+            // Settled: the next pass writes nothing.
+            let before = counts(&infra, &id);
+            converge(&infra, &scope_, &mut osc, &id, 1).await;
+            let again = counts(&infra, &id) - before;
+            assert_eq!(again.writes, 0, "{again:?}");
+            bench("stray floating IP adopted", passes, again);
+        })
+        .catch_unwind()
+        .await;
+        let _ = n.delete::<net::FloatingIp>(&stray.id).await;
+        infra::delete(&infra, &scope_, &osc, &id).await;
+        expect_none(&inventory(&check, &names).await);
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
     });
 }

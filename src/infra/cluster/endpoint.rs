@@ -465,9 +465,43 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .list(&query)
             .await
             .map_err(|e| os("FloatingIPError", e))?;
-        let fip = match self.pick("floating IP", &self.fip_description(), found)? {
-            Some(f) => f,
-            None => {
+        let found = self.pick("floating IP", &self.fip_description(), found)?;
+        let port = vip_port.filter(|p| !p.is_empty());
+        // What the VIP port already carries decides, before anything is created or
+        // moved: Neutron gives a fixed IP one floating IP, and another controller
+        // (CAPO before a takeover, a race of its own) may have left a second one
+        // beside the one that works.
+        let on_port = match (port, &found) {
+            (Some(p), Some(f)) if f.port_id.as_deref() == Some(p) => None,
+            (Some(p), _) => {
+                let attached: Vec<net::FloatingIp> = neutron
+                    .list(&[("port_id", p.to_string())])
+                    .await
+                    .map_err(|e| os("FloatingIPError", e))?;
+                attached.into_iter().next().filter(|a| {
+                    self.spec
+                        .api_server_floating_ip
+                        .as_deref()
+                        .is_none_or(|wanted| wanted == a.floating_ip_address)
+                })
+            }
+            (None, _) => None,
+        };
+        let fip = match (on_port, found) {
+            (Some(attached), stray) => {
+                if let Some(stray) = stray.filter(|s| s.id != attached.id) {
+                    tracing::warn!(
+                        adopted = %attached.floating_ip_address,
+                        stray = %stray.floating_ip_address,
+                        stray_id = %stray.id,
+                        "the API load balancer's VIP port already has a floating IP: it is the API address; \
+                         the other one is not attached to anything and is left as it is (release it if nothing uses it)"
+                    );
+                }
+                attached
+            }
+            (None, Some(f)) => f,
+            (None, None) => {
                 let Some(ext) = self.status.external_network.clone() else {
                     return Err(user(
                         "FloatingIPError",
@@ -497,7 +531,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         if let Some(l) = self.status.api_server_load_balancer.as_mut() {
             l.ip = fip.floating_ip_address.clone();
         }
-        if let Some(port) = vip_port.filter(|p| !p.is_empty()) {
+        if let Some(port) = port {
             if fip.port_id.as_deref() != Some(port) {
                 // Providers whose VIP lives outside Neutron (noop drivers)
                 // have no port to point at: leave the address unbound.
