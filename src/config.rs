@@ -190,6 +190,11 @@ pub struct ServeArgs {
     /// management cluster's calls from others' (default `stackhook/<version>`).
     #[arg(long, env = "STACKHOOK_OPENSTACK_USER_AGENT")]
     pub openstack_user_agent: Option<String>,
+    /// How long one OpenStack request waits for its answer; a cloud's clouds.yaml
+    /// `api_timeout` wins. A request that times out is not sent again.
+    #[arg(long, env = "STACKHOOK_OPENSTACK_REQUEST_TIMEOUT_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub openstack_request_timeout_seconds: u64,
     /// NTP server published to the bootstrap in status.extensions.platform.ntp.
     #[arg(long, env = "STACKHOOK_NTP_SERVER")]
     pub ntp_server: Option<String>,

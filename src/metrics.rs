@@ -83,6 +83,8 @@ pub enum ReconcileOutcome {
     user_error,
     /// Cloud or apiserver trouble that a retry may fix.
     transient_error,
+    /// An OpenStack service did not answer (or answered 502/503/504); retried.
+    unavailable,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -140,6 +140,9 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
     if let Some(ua) = &args.openstack_user_agent {
         stackhook_openstack::session::set_user_agent(ua.clone());
     }
+    stackhook_openstack::session::set_request_timeout(Duration::from_secs(
+        args.openstack_request_timeout_seconds,
+    ));
     let metrics = Arc::new(Metrics::new().with_patch_cache_of(engine.clone()));
     // This replica's watch (and, while it leads, its controllers) write it; the
     // lifecycle handlers read it.

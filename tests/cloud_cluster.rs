@@ -435,6 +435,10 @@ struct FaultProxy {
     seen: AtomicU64,
     injected: AtomicU64,
     http: reqwest::Client,
+    /// While set, requests are accepted and never answered, as a stopped service
+    /// behaves; `held` counts them.
+    hang: std::sync::atomic::AtomicBool,
+    held: AtomicU64,
 }
 
 async fn proxy_handler(
@@ -443,6 +447,13 @@ async fn proxy_handler(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let n = p.seen.fetch_add(1, Ordering::SeqCst) + 1;
+    if p.hang.load(Ordering::SeqCst) {
+        p.held.fetch_add(1, Ordering::SeqCst);
+        while p.hang.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "stopped").into_response();
+    }
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, 16 << 20)
         .await
@@ -500,6 +511,8 @@ async fn start_proxy(upstream: &str, every: u64) -> (SocketAddr, Arc<FaultProxy>
         seen: AtomicU64::new(0),
         injected: AtomicU64::new(0),
         http: reqwest::Client::new(),
+        hang: std::sync::atomic::AtomicBool::new(false),
+        held: AtomicU64::new(0),
     });
     let app = axum::Router::new()
         .fallback(proxy_handler)
@@ -779,5 +792,116 @@ fn a_stray_floating_ip_beside_the_attached_one_is_never_written_to() {
         if let Err(panic) = outcome {
             std::panic::resume_unwind(panic);
         }
+    });
+}
+
+/// Neutron accepts connections and never answers (as with its processes stopped):
+/// a pass gives up on the one request after the cloud's `api_timeout`, without
+/// sending it again, and says in the Ready condition which service did not answer;
+/// a cluster whose identity reaches Neutron directly converges at the same time in
+/// the same process (nothing is shared across identities); once Neutron answers again the
+/// first cluster converges with nothing duplicated.
+#[test]
+fn a_neutron_that_never_answers_holds_a_pass_only_until_its_deadline() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let (net_addr, proxy) = start_proxy("http://127.0.0.1:17004", u64::MAX).await;
+        let mut doc: serde_json::Value = serde_saphyr::from_slice(&yaml).unwrap();
+        let entry = doc["clouds"][cloud::MEMBER].as_object_mut().unwrap();
+        entry.insert(
+            "network_endpoint_override".into(),
+            format!("http://{net_addr}").into(),
+        );
+        entry.insert("api_timeout".into(), 2.into());
+        let hung = serde_saphyr::to_string(&doc).unwrap().into_bytes();
+        let infra = OpenStackClusterInfra::new(platform());
+        let check = checker(&yaml);
+
+        let name = unique("hung");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(hung, "cloud-creds-hung");
+        let scope_a = scope(&name);
+        let mut osc = cluster(&name, spec("10.83.0.0/24"));
+        let other = unique("beside");
+        let other_names = ClusterNames::new(NAMESPACE, &other);
+        let other_id = identity(yaml.clone(), "cloud-creds");
+        let scope_b = scope(&other);
+        let mut s = spec("10.84.0.0/24");
+        s.api_server_load_balancer = None;
+        s.extensions = None;
+        let mut beside = cluster(&other, s);
+
+        proxy.hang.store(true, Ordering::SeqCst);
+        let sink = MemSink::default();
+        let started = std::time::Instant::now();
+        let (hung_pass, beside_passes) = tokio::join!(
+            async {
+                let r = infra.reconcile(&scope_a, &osc, &id, &sink).await;
+                (r, started.elapsed())
+            },
+            converge(&infra, &scope_b, &mut beside, &other_id, 20),
+        );
+        let (result, took) = hung_pass;
+        match result {
+            Err(InfraError::Transient {
+                message,
+                unavailable,
+                ..
+            }) => {
+                assert!(unavailable, "{message}");
+                assert!(
+                    message.contains("OpenStack network service (Neutron) is not answering")
+                        && message.contains("no answer within 2 s"),
+                    "{message}"
+                );
+            }
+            other => panic!("a pass against a hung Neutron: {other:?}"),
+        }
+        // One request, given up on at its deadline, not sent again.
+        assert_eq!(proxy.held.load(Ordering::SeqCst), 1);
+        assert!(took < Duration::from_secs(6), "the pass was held {took:?}");
+        let saved = sink
+            .saved
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("the outage in status");
+        let ready = saved
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("a Ready condition");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("OpenStackUnavailable"));
+        assert!(
+            ready
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("network service (Neutron)")),
+            "{ready:?}"
+        );
+        println!(
+            "BENCH hung Neutron: pass gave up after {:.1} s (api_timeout 2 s), {} request held; \
+             a cluster of another identity converged beside it in {beside_passes} pass(es)",
+            took.as_secs_f64(),
+            proxy.held.load(Ordering::SeqCst)
+        );
+        assert!(beside.status.as_ref().unwrap().ready);
+
+        // Neutron answers again: the cluster comes up once, Ready again.
+        proxy.hang.store(false, Ordering::SeqCst);
+        osc.status = Some(saved);
+        converge(&infra, &scope_a, &mut osc, &id, 60).await;
+        let status = osc.status.clone().unwrap();
+        assert!(status.ready);
+        assert!(is_condition_true(&status.conditions, "Ready"));
+        expect_one_each(&inventory(&check, &names).await);
+        infra::delete(&infra, &scope_a, &osc, &id).await;
+        infra::delete(&infra, &scope_b, &beside, &other_id).await;
+        expect_none(&inventory(&check, &names).await);
+        expect_none(&inventory(&check, &other_names).await);
     });
 }

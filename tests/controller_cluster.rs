@@ -85,6 +85,7 @@ impl ClusterInfra for FakeInfra {
                     reason: "OpenStackError".into(),
                     message: "503 from Neutron".into(),
                     retry_after: None,
+                    unavailable: false,
                 })
             }
             _ => {}

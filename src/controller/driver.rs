@@ -109,6 +109,9 @@ pub async fn counted<K: ResourceExt>(
         });
     let outcome = match &result {
         Ok((_, outcome)) => *outcome,
+        Err(ReconcileError::Infra(InfraError::Transient {
+            unavailable: true, ..
+        })) => ReconcileOutcome::unavailable,
         Err(_) => ReconcileOutcome::transient_error,
     };
     metrics.observe(controller, outcome, started.elapsed().as_secs_f64());

@@ -173,6 +173,7 @@ async fn observe(
             reason: "IdentityUnreadable".into(),
             message: e.to_string(),
             retry_after: None,
+            unavailable: false,
         },
     })?;
     let clients = ctx

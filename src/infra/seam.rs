@@ -87,6 +87,9 @@ pub enum InfraError {
         reason: String,
         message: String,
         retry_after: Option<Duration>,
+        /// The service did not answer (no connection, no answer in time, 502/503/504):
+        /// the controllers say so in the Ready condition.
+        unavailable: bool,
     },
     /// The spec or the credentials are wrong: a Condition with this reason and an
     /// Event; retrying without a change will not help (but is still done slowly).

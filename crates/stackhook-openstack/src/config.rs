@@ -64,6 +64,9 @@ pub struct CloudConfig {
     /// (`"2.63"`, as the OpenStack client reads it). Clouds whose Nova must not
     /// see newer bodies (Magnum's management cloud pins 2.63) set it.
     pub compute_max_microversion: Option<Microversion>,
+    /// How long one request may wait for its answer, from openstacksdk's
+    /// `api_timeout` (seconds); the process default when unset.
+    pub api_timeout: Option<std::time::Duration>,
 }
 
 #[derive(Deserialize)]
@@ -314,8 +317,10 @@ impl CloudConfig {
             })
             .collect();
         let compute_max_microversion = compute_cap(cloud, &raw.rest)?;
+        let api_timeout = api_timeout(cloud, &raw.rest)?;
         Ok(Self {
             compute_max_microversion,
+            api_timeout,
             auth_url,
             auth,
             region: region
@@ -326,6 +331,29 @@ impl CloudConfig {
             verify: raw.verify.unwrap_or(true),
             endpoint_overrides,
         })
+    }
+}
+
+/// openstacksdk's `api_timeout`: seconds, a number or a numeric string, > 0.
+fn api_timeout(
+    cloud: &str,
+    rest: &BTreeMap<String, serde_json::Value>,
+) -> Result<Option<std::time::Duration>, OsError> {
+    let Some(v) = rest.get("api_timeout").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let seconds = match v {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match seconds {
+        Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => {
+            Ok(Some(std::time::Duration::from_secs_f64(s)))
+        }
+        _ => Err(OsError::Config(format!(
+            "cloud {cloud:?}: api_timeout must be a number of seconds between 0 and 3600, not {v}"
+        ))),
     }
 }
 
@@ -483,6 +511,29 @@ clouds:
         );
         CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None)
             .map(|c| c.compute_max_microversion)
+    }
+
+    #[test]
+    fn api_timeout_is_read_as_openstacksdk_writes_it() {
+        let timeout = |extra: &str| {
+            let yaml = format!(
+                "clouds:\n  c:\n    auth: {{auth_url: https://k, username: u, password: p}}\n{extra}"
+            );
+            CloudConfig::from_clouds_yaml(yaml.as_bytes(), "c", None).map(|c| c.api_timeout)
+        };
+        assert_eq!(timeout("").unwrap(), None);
+        assert_eq!(
+            timeout("    api_timeout: 20\n").unwrap(),
+            Some(std::time::Duration::from_secs(20))
+        );
+        assert_eq!(
+            timeout("    api_timeout: '2.5'\n").unwrap(),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        for bad in ["0", "-3", "forever", "7200"] {
+            let e = timeout(&format!("    api_timeout: {bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("api_timeout"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -94,6 +94,37 @@ impl OsError {
         }
     }
 
+    /// A request that got no answer in time.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Transport { timeout: true, .. })
+    }
+
+    /// When the service did not answer (no connection, no answer in time) or said
+    /// it cannot (502, 503, 504): which service, and what happened, for conditions.
+    pub fn unavailable(&self) -> Option<String> {
+        let (service, what) = match self {
+            Self::Transport {
+                service,
+                method,
+                path,
+                message,
+                ..
+            } => (service, format!("{method} {path}: {message}")),
+            Self::Http {
+                service,
+                method,
+                path,
+                status: status @ 502..=504,
+                ..
+            } => (service, format!("{method} {path}: HTTP {status}")),
+            _ => return None,
+        };
+        Some(format!(
+            "OpenStack {} is not answering ({what})",
+            service_label(service)
+        ))
+    }
+
     /// 401/403: the credentials or their roles are wrong.
     pub fn is_auth(&self) -> bool {
         matches!(self.status(), Some(401 | 403))
@@ -117,6 +148,21 @@ impl OsError {
             other => other.to_string(),
         }
     }
+}
+
+/// A catalog service type with the project's name: `network service (Neutron)`.
+pub fn service_label(service: &str) -> String {
+    let project = match service {
+        "identity" => "Keystone",
+        "compute" => "Nova",
+        "network" => "Neutron",
+        "load-balancer" => "Octavia",
+        "image" => "Glance",
+        "volumev3" | "block-storage" | "volume" => "Cinder",
+        "placement" => "Placement",
+        _ => return format!("{service} service"),
+    };
+    format!("{service} service ({project})")
 }
 
 /// Pulls the human message out of an OpenStack error body. Services disagree
@@ -176,6 +222,35 @@ mod tests {
             message: "m".into(),
             retry_after: None,
         }
+    }
+
+    #[test]
+    fn unavailable_names_the_service_and_the_request() {
+        let hung = OsError::Transport {
+            service: "network".into(),
+            method: "GET".into(),
+            path: "/v2.0/networks".into(),
+            message: "no answer within 30 s".into(),
+            timeout: true,
+        };
+        assert!(hung.is_timeout());
+        assert_eq!(
+            hung.unavailable().unwrap(),
+            "OpenStack network service (Neutron) is not answering (GET /v2.0/networks: no answer within 30 s)"
+        );
+        assert_eq!(
+            http(503).unavailable().unwrap(),
+            "OpenStack network service (Neutron) is not answering (POST /v2.0/networks: HTTP 503)"
+        );
+        // An answer, even an error, is not an outage.
+        for status in [400, 404, 409, 429, 500, 501] {
+            assert_eq!(http(status).unavailable(), None, "{status}");
+        }
+        assert_eq!(
+            service_label("load-balancer"),
+            "load-balancer service (Octavia)"
+        );
+        assert_eq!(service_label("dns"), "dns service");
     }
 
     #[test]

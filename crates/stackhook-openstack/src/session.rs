@@ -29,8 +29,28 @@ use crate::error::{service_message, OsError};
 const REFRESH_MARGIN: Duration = Duration::from_secs(10 * 60);
 /// Attempts for idempotent requests that failed with 429/5xx or no answer.
 const ATTEMPTS: u32 = 3;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a request waits for its answer unless the process or the cloud's
+/// `api_timeout` says otherwise. Every request has a deadline: a service that
+/// accepts connections and never answers must not hold a reconcile (and its
+/// worker) for longer.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The request deadline of the sessions made from now on, once per process.
+static REQUEST_TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// Sets the process's request deadline (`--openstack-request-timeout-seconds`);
+/// `false` when it was set before. A cloud's `api_timeout` still wins.
+pub fn set_request_timeout(timeout: Duration) -> bool {
+    REQUEST_TIMEOUT.set(timeout).is_ok()
+}
+
+fn request_timeout(config: &CloudConfig) -> Duration {
+    config
+        .api_timeout
+        .or_else(|| REQUEST_TIMEOUT.get().copied())
+        .unwrap_or(DEFAULT_REQUEST_TIMEOUT)
+}
 
 /// `token.project` from Keystone.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -177,7 +197,7 @@ impl Session {
     pub fn new(config: CloudConfig, cacert: Option<&[u8]>) -> Result<Self, OsError> {
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(request_timeout(&config))
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(
                 USER_AGENT
@@ -414,8 +434,14 @@ impl Session {
                     reauthed = true;
                     *self.token.lock().await = None;
                 }
+                // A request that got no answer in time is not sent again: a hung
+                // service would hold the caller ATTEMPTS times as long.
                 Err(e)
-                    if idempotent && attempt < ATTEMPTS && e.is_retryable() && !e.is_conflict() =>
+                    if idempotent
+                        && attempt < ATTEMPTS
+                        && e.is_retryable()
+                        && !e.is_conflict()
+                        && !e.is_timeout() =>
                 {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     let wait = e
@@ -472,11 +498,16 @@ impl Session {
         } else {
             self.stats.writes.fetch_add(1, Ordering::Relaxed);
         }
+        let deadline = request_timeout(&self.config);
         let transport = |e: reqwest::Error| OsError::Transport {
             service: service_name.to_owned(),
             method: method.to_string(),
             path: path.to_owned(),
-            message: chain(&e),
+            message: if e.is_timeout() {
+                format!("no answer within {} s", deadline.as_secs_f64())
+            } else {
+                chain(&e)
+            },
             timeout: e.is_timeout(),
         };
         let resp = req.send().await.map_err(transport)?;

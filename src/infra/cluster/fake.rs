@@ -1043,6 +1043,7 @@ impl FakeCloud {
                 interface: "public".into(),
                 verify: true,
                 endpoint_overrides: BTreeMap::new(),
+                api_timeout: None,
                 compute_max_microversion: None,
             },
             state: Mutex::new(st),

@@ -150,6 +150,19 @@ impl<C: CloudSource> ClusterInfra for OpenStackClusterInfra<C> {
                 }
                 Err(InfraError::User { reason, message })
             }
+            // A service that does not answer is said in the object too: which one,
+            // and the request it did not answer. Not a failure: the pass is retried.
+            Err(
+                e @ InfraError::Transient {
+                    unavailable: true, ..
+                },
+            ) => {
+                pass.set(cond::READY, false, UNAVAILABLE, &e.to_string());
+                if let Err(err) = pass.sink.save(&pass.status).await {
+                    tracing::warn!(error = %err, "could not record the outage in status");
+                }
+                Err(e)
+            }
             Err(e) => Err(e),
         }
     }
@@ -525,12 +538,25 @@ pub(crate) fn user(reason: &str, message: impl Into<String>) -> InfraError {
 }
 
 /// 409/429/5xx/no answer → transient; everything else is the user's to fix.
+/// The Ready condition's reason while a service does not answer; its message names
+/// the step, the service and the request.
+pub const UNAVAILABLE: &str = "OpenStackUnavailable";
+
 pub(crate) fn os(reason: &str, e: OsError) -> InfraError {
+    if let Some(what) = e.unavailable() {
+        return InfraError::Transient {
+            reason: reason.to_owned(),
+            retry_after: e.retry_after(),
+            message: what,
+            unavailable: true,
+        };
+    }
     if e.is_retryable() {
         InfraError::Transient {
             reason: reason.to_owned(),
             retry_after: e.retry_after(),
             message: e.to_string(),
+            unavailable: false,
         }
     } else if e.is_auth() {
         user("AuthenticationFailed", e.to_string())
@@ -564,5 +590,36 @@ mod tests {
             InfraError::User { reason, .. } => assert_eq!(reason, "AuthenticationFailed"),
             other => panic!("{other:?}"),
         }
+        // No answer, or 502/503/504: the step keeps its reason and the outage is said.
+        let hung = OsError::Transport {
+            service: "network".into(),
+            method: "GET".into(),
+            path: "/v2.0/networks".into(),
+            message: "no answer within 30 s".into(),
+            timeout: true,
+        };
+        let e = os("NetworkError", hung);
+        assert!(
+            matches!(&e, InfraError::Transient { reason, unavailable: true, .. } if reason == "NetworkError"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "NetworkError: OpenStack network service (Neutron) is not answering (GET /v2.0/networks: no answer within 30 s)"
+        );
+        assert!(matches!(
+            os("X", http(503)),
+            InfraError::Transient {
+                unavailable: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            os("X", http(409)),
+            InfraError::Transient {
+                unavailable: false,
+                ..
+            }
+        ));
     }
 }

@@ -148,6 +148,23 @@ impl<C: CloudSource> MachineInfra for OpenStackMachineInfra<C> {
                 }
                 Err(InfraError::User { reason, message })
             }
+            Err(
+                e @ InfraError::Transient {
+                    unavailable: true, ..
+                },
+            ) => {
+                crate::infra::conditions::mark_false(
+                    &mut pass.status.conditions,
+                    crate::infra::api::names::conditions::READY,
+                    crate::infra::cluster::UNAVAILABLE,
+                    crate::infra::conditions::Severity::Warning,
+                    &e.to_string(),
+                );
+                if let Err(err) = pass.save().await {
+                    tracing::warn!(error = %err, "could not record the outage in status");
+                }
+                Err(e)
+            }
             other => other,
         }
     }
