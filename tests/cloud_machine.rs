@@ -912,3 +912,90 @@ fn a_trunked_port_gets_its_trunk_or_a_clear_refusal() {
         finish(checks, &member, &[&server_name], &name, &osc, &id).await;
     });
 }
+
+/// Ports resolved as CAPO v0.14 resolves them: a port that names only a fixed IP's
+/// subnet goes on that subnet's network (not the cluster's), its own security groups
+/// replace the role's managed group and the machine's are appended; address pairs on
+/// a port without port security are refused before anything is created.
+#[test]
+fn ports_take_their_subnet_s_network_and_their_own_security_groups() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("mr");
+        let osc = ready_cluster(&name, "10.67.0.0/24", &id).await;
+        let n = &member.network;
+        let user_net: net::Network = n
+            .create(serde_json::json!({"name": format!("{name}-user")}))
+            .await
+            .unwrap();
+        let user_subnet: net::Subnet = n
+            .create(serde_json::json!({"network_id": user_net.id, "name": format!("{name}-user-sub"),
+                "ip_version": 4, "cidr": "10.68.0.0/24"}))
+            .await
+            .unwrap();
+        let port_sg: net::SecurityGroup = n
+            .create(serde_json::json!({"name": format!("{name}-port-sg")}))
+            .await
+            .unwrap();
+        let machine_sg: net::SecurityGroup = n
+            .create(serde_json::json!({"name": format!("{name}-machine-sg")}))
+            .await
+            .unwrap();
+        let server_name = format!("{name}-md-0-r1");
+        let infra = OpenStackMachineInfra::default();
+        let scope = machine_scope(&name, &osc, false);
+        let mut osm = machine(&server_name);
+        let checks = AssertUnwindSafe(async {
+            osm.spec.ports = vec![serde_json::from_value(serde_json::json!({
+                "fixedIPs": [{"subnet": {"filter": {"name": user_subnet.name, "cidr": "10.68.0.0/24"}}}],
+                "securityGroups": [{"id": port_sg.id}]}))
+            .unwrap()];
+            osm.spec.security_groups = vec![serde_json::from_value(serde_json::json!({
+                "filter": {"name": machine_sg.name}}))
+            .unwrap()];
+            converge_machine(&infra, &scope, &mut osm, &id, false).await;
+            let ports = ports_named(&member, &format!("{server_name}-0")).await;
+            assert_eq!(ports.len(), 1, "{ports:?}");
+            assert_eq!(ports[0].network_id, user_net.id, "the subnet's network");
+            let mut groups = ports[0].security_groups.clone();
+            groups.sort();
+            let mut want = vec![port_sg.id.clone(), machine_sg.id.clone()];
+            want.sort();
+            assert_eq!(groups, want, "the port's own group and the machine's, not the workers'");
+
+            // Address pairs need port security: refused, nothing created.
+            let mut bad = machine(&format!("{name}-md-0-r2"));
+            bad.spec.ports = vec![serde_json::from_value(serde_json::json!({
+                "disablePortSecurity": true,
+                "allowedAddressPairs": [{"ipAddress": "10.67.0.250"}]}))
+            .unwrap()];
+            let calls = || infra.clients_for(&id).unwrap().session.stats().snapshot();
+            let start = calls();
+            let (reason, message) =
+                machine_support::try_converge_machine(&infra, &scope, &mut bad, &id, false)
+                    .await
+                    .unwrap_err();
+            assert_eq!(reason, "InvalidMachineSpec");
+            assert!(message.contains("ports[0]: allowedAddressPairs need port security"), "{message}");
+            assert_eq!((calls() - start).writes, 0);
+        })
+        .catch_unwind()
+        .await;
+        delete_machine(&infra, &scope, &mut osm, &id).await;
+        remove_leftovers(&member, &[&server_name]).await;
+        for sg in [&port_sg.id, &machine_sg.id] {
+            let _ = n.delete::<net::SecurityGroup>(sg).await;
+        }
+        let _ = n.delete::<net::Subnet>(&user_subnet.id).await;
+        let _ = n.delete::<net::Network>(&user_net.id).await;
+        drop_cluster(&name, &osc, &id).await;
+        if let Err(panic) = checks {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}

@@ -22,6 +22,7 @@ mod fake;
 #[cfg(test)]
 mod faults;
 mod network;
+pub(crate) use network::subnet_query;
 pub(crate) use network::tag_query;
 pub mod rules;
 mod security_groups;

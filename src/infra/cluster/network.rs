@@ -18,6 +18,31 @@ const ROUTER_INTERFACE_OWNERS: &[&str] = &[
 ];
 
 /// Neutron list filters for a tag filter.
+/// Neutron's subnet list filters for every field of CAPO's `SubnetFilter`.
+pub(crate) fn subnet_query(
+    f: &crate::infra::api::types::SubnetFilter,
+) -> Vec<(&'static str, String)> {
+    let mut q = Vec::new();
+    for (k, v) in [
+        ("name", &f.name),
+        ("description", &f.description),
+        ("project_id", &f.project_id),
+        ("gateway_ip", &f.gateway_ip),
+        ("cidr", &f.cidr),
+        ("ipv6_address_mode", &f.ipv6_address_mode),
+        ("ipv6_ra_mode", &f.ipv6_ra_mode),
+    ] {
+        if let Some(v) = v {
+            q.push((k, v.clone()));
+        }
+    }
+    if let Some(v) = f.ip_version {
+        q.push(("ip_version", v.to_string()));
+    }
+    tag_query(&mut q, &f.tags);
+    q
+}
+
 pub(crate) fn tag_query(q: &mut Vec<(&'static str, String)>, t: &FilterByNeutronTags) {
     if !t.tags.is_empty() {
         q.push(("tags", t.tags.join(",")));
@@ -589,26 +614,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     }
                 });
         }
-        let mut q = Vec::new();
-        if let Some(f) = &p.filter {
-            for (k, v) in [
-                ("name", &f.name),
-                ("description", &f.description),
-                ("project_id", &f.project_id),
-                ("gateway_ip", &f.gateway_ip),
-                ("cidr", &f.cidr),
-                ("ipv6_address_mode", &f.ipv6_address_mode),
-                ("ipv6_ra_mode", &f.ipv6_ra_mode),
-            ] {
-                if let Some(v) = v {
-                    q.push((k, v.clone()));
-                }
-            }
-            if let Some(v) = f.ip_version {
-                q.push(("ip_version", v.to_string()));
-            }
-            tag_query(&mut q, &f.tags);
-        }
+        let q = p.filter.as_ref().map(subnet_query).unwrap_or_default();
         let mut found: Vec<net::Subnet> = self
             .clients
             .network()

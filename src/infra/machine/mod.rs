@@ -534,8 +534,10 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         } else {
             cluster_status.worker_security_group.as_ref()
         };
-        let mut machine_groups: Vec<String> =
-            role_group.map(|g| g.id.clone()).into_iter().collect();
+        // As CAPO: a port's own groups replace the role's managed group; the
+        // machine's `securityGroups` are appended to every port.
+        let role_groups: Vec<String> = role_group.map(|g| g.id.clone()).into_iter().collect();
+        let mut machine_groups: Vec<String> = Vec::new();
         for g in &self.spec.security_groups {
             let id = self.resolve_security_group(g).await?;
             if !machine_groups.contains(&id) {
@@ -549,12 +551,31 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         };
         let mut out = Vec::with_capacity(requested.len());
         for (i, p) in requested.iter().enumerate() {
-            let network_id = match &p.network {
-                Some(n) => match n.id.as_ref().filter(|id| !id.is_empty()) {
+            if p.fields.disable_port_security == Some(true)
+                && !p.fields.allowed_address_pairs.is_empty()
+            {
+                return Err(user(
+                    "InvalidMachineSpec",
+                    format!(
+                        "ports[{i}]: allowedAddressPairs need port security, and disablePortSecurity is true (Neutron refuses the port)"
+                    ),
+                ));
+            }
+            // Without a network, the first fixed IP's subnet names it, as CAPO infers it.
+            let subnet_network = match (
+                &p.network,
+                p.fixed_ips.iter().find_map(|f| f.subnet.as_ref()),
+            ) {
+                (None, Some(subnet)) => Some(self.find_subnet(subnet, None).await?.network_id),
+                _ => None,
+            };
+            let network_id = match (&p.network, subnet_network) {
+                (Some(n), _) => match n.id.as_ref().filter(|id| !id.is_empty()) {
                     Some(id) => id.clone(),
                     None => self.resolve_network(n).await?,
                 },
-                None => default_network.clone().ok_or_else(|| {
+                (None, Some(from_subnet)) => from_subnet,
+                (None, None) => default_network.clone().ok_or_else(|| {
                     user(
                         "NetworkNotFound",
                         "the cluster has no network yet and the port names none",
@@ -585,11 +606,19 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                     })
                     .collect();
             }
-            let mut security_groups = machine_groups.clone();
+            let mut security_groups = Vec::new();
             for g in &p.security_groups {
                 let id = self.resolve_security_group(g).await?;
                 if !security_groups.contains(&id) {
                     security_groups.push(id);
+                }
+            }
+            if security_groups.is_empty() {
+                security_groups = role_groups.clone();
+            }
+            for id in &machine_groups {
+                if !security_groups.contains(id) {
+                    security_groups.push(id.clone());
                 }
             }
             let mut tags = self.tags.clone();
@@ -663,26 +692,49 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         s: &crate::infra::api::types::SubnetParam,
         network_id: &str,
     ) -> Result<String, InfraError> {
-        let mut q: Vec<(&str, String)> = vec![("network_id", network_id.to_owned())];
-        if let Some(f) = &s.filter {
-            if let Some(name) = &f.name {
-                q.push(("name", name.clone()));
-            }
-            if let Some(cidr) = &f.cidr {
-                q.push(("cidr", cidr.clone()));
-            }
+        Ok(self.find_subnet(s, Some(network_id)).await?.id)
+    }
+
+    /// The one subnet `s` names (on `network_id` when given), with every field of
+    /// CAPO's subnet filter.
+    async fn find_subnet(
+        &self,
+        s: &crate::infra::api::types::SubnetParam,
+        network_id: Option<&str>,
+    ) -> Result<net::Subnet, InfraError> {
+        if let Some(id) = s.id.as_ref().filter(|id| !id.is_empty()) {
+            return self
+                .clients
+                .network()
+                .get::<net::Subnet>(id)
+                .await
+                .map_err(|e| {
+                    if e.is_not_found() {
+                        user("SubnetNotFound", format!("subnet {id} does not exist"))
+                    } else {
+                        os("SubnetNotFound", e)
+                    }
+                });
         }
-        let found: Vec<net::Subnet> = self
+        let mut q = s
+            .filter
+            .as_ref()
+            .map(crate::infra::cluster::subnet_query)
+            .unwrap_or_default();
+        if let Some(n) = network_id {
+            q.push(("network_id", n.to_owned()));
+        }
+        let mut found: Vec<net::Subnet> = self
             .clients
             .network()
             .list(&q)
             .await
             .map_err(|e| os("SubnetNotFound", e))?;
-        match found.as_slice() {
-            [one] => Ok(one.id.clone()),
-            other => Err(user(
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            n => Err(user(
                 "SubnetNotFound",
-                format!("{} subnets match {s:?}; it must match one", other.len()),
+                format!("{n} subnets match {s:?}; it must match one"),
             )),
         }
     }
