@@ -560,6 +560,7 @@ NEEDED = {
     # CAPO v0.14's OpenStackServers: their state adopted, their finalizer released.
     (INFRA, "openstackservers"): {"get", "patch"},
     ("cluster.x-k8s.io", "clusters"): READ,
+    ("cluster.x-k8s.io", "clusterclasses"): {"get"},
     ("cluster.x-k8s.io", "machines"): READ,
     ("", "secrets"): READ | {"create", "update"},
     # A ClusterIdentity's namespaceSelector is matched against the namespace's labels.
@@ -579,6 +580,7 @@ CEILING = {
     ("", "namespaces"): {"get", "list"},
     ("openstack.k-orc.cloud", "images"): READ,
     ("cluster.x-k8s.io", "clusters"): READ,
+    ("cluster.x-k8s.io", "clusterclasses"): {"get"},
     ("cluster.x-k8s.io", "machines"): READ,
     # Written: only the <cluster>-bootstrap-vars Secrets; never deleted (owner GC).
     ("", "secrets"): READ | {"create", "update", "patch"},
