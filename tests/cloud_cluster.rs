@@ -504,6 +504,16 @@ async fn proxy_handler(
     (status, [("content-type", ct)], bytes).into_response()
 }
 
+/// clouds.yaml with these keys set on the member's entry.
+fn member_with(yaml: &[u8], keys: &[(&str, serde_json::Value)]) -> Vec<u8> {
+    let mut doc: serde_json::Value = serde_saphyr::from_slice(yaml).unwrap();
+    let entry = doc["clouds"][cloud::MEMBER].as_object_mut().unwrap();
+    for (k, v) in keys {
+        entry.insert((*k).into(), v.clone());
+    }
+    serde_saphyr::to_string(&doc).unwrap().into_bytes()
+}
+
 async fn start_proxy(upstream: &str, every: u64) -> (SocketAddr, Arc<FaultProxy>) {
     let p = Arc::new(FaultProxy {
         upstream: upstream.into(),
@@ -534,17 +544,19 @@ fn injected_faults_are_retried_without_duplicates() {
     runtime().block_on(async move {
         let (net_addr, net_proxy) = start_proxy("http://127.0.0.1:17004", 4).await;
         let (lb_addr, lb_proxy) = start_proxy("http://127.0.0.1:17005", 3).await;
-        let mut doc: serde_json::Value = serde_saphyr::from_slice(&yaml).unwrap();
-        let entry = doc["clouds"][cloud::MEMBER].as_object_mut().unwrap();
-        entry.insert(
-            "network_endpoint_override".into(),
-            format!("http://{net_addr}").into(),
+        let faulty = member_with(
+            &yaml,
+            &[
+                (
+                    "network_endpoint_override",
+                    format!("http://{net_addr}").into(),
+                ),
+                (
+                    "load_balancer_endpoint_override",
+                    format!("http://{lb_addr}").into(),
+                ),
+            ],
         );
-        entry.insert(
-            "load_balancer_endpoint_override".into(),
-            format!("http://{lb_addr}").into(),
-        );
-        let faulty = serde_saphyr::to_string(&doc).unwrap().into_bytes();
 
         let name = unique("fault");
         let names = ClusterNames::new(NAMESPACE, &name);
@@ -809,14 +821,16 @@ fn a_neutron_that_never_answers_holds_a_pass_only_until_its_deadline() {
     let yaml = std::fs::read(&path).unwrap();
     runtime().block_on(async move {
         let (net_addr, proxy) = start_proxy("http://127.0.0.1:17004", u64::MAX).await;
-        let mut doc: serde_json::Value = serde_saphyr::from_slice(&yaml).unwrap();
-        let entry = doc["clouds"][cloud::MEMBER].as_object_mut().unwrap();
-        entry.insert(
-            "network_endpoint_override".into(),
-            format!("http://{net_addr}").into(),
+        let hung = member_with(
+            &yaml,
+            &[
+                (
+                    "network_endpoint_override",
+                    format!("http://{net_addr}").into(),
+                ),
+                ("api_timeout", 2.into()),
+            ],
         );
-        entry.insert("api_timeout".into(), 2.into());
-        let hung = serde_saphyr::to_string(&doc).unwrap().into_bytes();
         let infra = OpenStackClusterInfra::new(platform());
         let check = checker(&yaml);
 

@@ -63,7 +63,7 @@ fn environment() -> Option<(kube_server::ApiServer, Vec<u8>)> {
 }
 
 /// Our CRDs (CAPI's are not needed: the hooks read the Cluster from the request).
-async fn crds(client: &Client) {
+pub(crate) async fn crds(client: &Client) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
         .arg("crds")
         .output()

@@ -100,13 +100,7 @@ fn machine_templates_tell_the_autoscaler_what_their_machines_will_be() {
     let clouds_yaml = std::fs::read(clouds).expect("clouds.yaml");
     infra::runtime().block_on(async {
         let client = api.client().await;
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_stackhook"))
-            .arg("crds")
-            .output()
-            .expect("stackhook crds");
-        assert!(out.status.success());
-        let ours = kube_server::yaml_documents(&String::from_utf8(out.stdout).unwrap());
-        kube_server::apply_crds(&client, &ours).await;
+        crate::cloud_hooks::crds(&client).await;
         kube_server::apply_crds(&client, &api.capi_crds("cluster-api-v1.13.5")).await;
         let ns = kube_server::namespace(&client, "tpl").await;
         let admin = infra::checker(&clouds_yaml, cloud::ADMIN);

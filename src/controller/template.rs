@@ -78,11 +78,6 @@ impl TemplateContext {
         self.watch_filter = filter;
         self
     }
-
-    pub fn with_resync(mut self, resync: Duration) -> Self {
-        self.resync = resync;
-        self
-    }
 }
 
 #[tracing::instrument(

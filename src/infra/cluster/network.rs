@@ -18,6 +18,20 @@ const ROUTER_INTERFACE_OWNERS: &[&str] = &[
 ];
 
 /// Neutron list filters for a tag filter.
+/// The subnet with ID `id`; a 404 is the user's to fix.
+pub(crate) async fn subnet_by_id<C: CloudClients>(
+    clients: &C,
+    id: &str,
+) -> Result<net::Subnet, InfraError> {
+    clients.network().get::<net::Subnet>(id).await.map_err(|e| {
+        if e.is_not_found() {
+            user("SubnetNotFound", format!("subnet {id} does not exist"))
+        } else {
+            os("SubnetNotFound", e)
+        }
+    })
+}
+
 /// Neutron's subnet list filters for every field of CAPO's `SubnetFilter`.
 pub(crate) fn subnet_query(
     f: &crate::infra::api::types::SubnetFilter,
@@ -601,18 +615,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
 
     async fn find_subnet(&self, p: &SubnetParam) -> Result<net::Subnet, InfraError> {
         if let Some(id) = &p.id {
-            return self
-                .clients
-                .network()
-                .get::<net::Subnet>(id)
-                .await
-                .map_err(|e| {
-                    if e.is_not_found() {
-                        user("SubnetNotFound", format!("subnet {id} does not exist"))
-                    } else {
-                        os("SubnetNotFound", e)
-                    }
-                });
+            return subnet_by_id(self.clients, id).await;
         }
         let q = p.filter.as_ref().map(subnet_query).unwrap_or_default();
         let mut found: Vec<net::Subnet> = self

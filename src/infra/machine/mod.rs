@@ -703,18 +703,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         network_id: Option<&str>,
     ) -> Result<net::Subnet, InfraError> {
         if let Some(id) = s.id.as_ref().filter(|id| !id.is_empty()) {
-            return self
-                .clients
-                .network()
-                .get::<net::Subnet>(id)
-                .await
-                .map_err(|e| {
-                    if e.is_not_found() {
-                        user("SubnetNotFound", format!("subnet {id} does not exist"))
-                    } else {
-                        os("SubnetNotFound", e)
-                    }
-                });
+            return crate::infra::cluster::subnet_by_id(self.clients, id).await;
         }
         let mut q = s
             .filter
