@@ -919,3 +919,293 @@ fn a_neutron_that_never_answers_holds_a_pass_only_until_its_deadline() {
         expect_none(&inventory(&check, &other_names).await);
     });
 }
+
+/// The `public` network's one subnet, as the cloud's `up` creates it.
+async fn public_subnet(c: &Clients) -> (net::Network, net::Subnet) {
+    let n = &c.network;
+    let public: Vec<net::Network> = n
+        .list(&[("router:external", "true".to_owned())])
+        .await
+        .unwrap();
+    assert_eq!(public.len(), 1, "{public:?}");
+    let subnets: Vec<net::Subnet> = n
+        .list(&[("network_id", public[0].id.clone())])
+        .await
+        .unwrap();
+    assert_eq!(subnets.len(), 1, "{subnets:?}");
+    (public[0].clone(), subnets[0].clone())
+}
+
+fn condition(osc: &OpenStackCluster, type_: &str) -> stackhook::infra::api::types::Condition {
+    osc.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_).cloned())
+        .unwrap_or_else(|| panic!("no {type_} condition: {:?}", osc.status))
+}
+
+/// `spec.externalRouterIPs` (CAPO's `setRouterExternalIPs`): the managed router's
+/// gateway on the external network gets one fixed IP per entry, its subnet found by
+/// filter on that network or given by ID, at the entry's `fixedIP` when set; the
+/// router's status lists the gateway's addresses. Neutron's default policy lets only
+/// admins choose external fixed IPs: as the member, its refusal is the user's to see,
+/// in `RouterReady` and `Ready`, naming the field.
+#[test]
+fn external_router_ips_are_the_router_gateway_s_fixed_ips() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let member = checker(&yaml);
+        let admin = infra::checker(&yaml, cloud::ADMIN);
+        let (public, public_subnet) = public_subnet(&member).await;
+        // Outside the allocation pool (.10-.250): no floating IP can take it.
+        let fixed = "203.0.113.253";
+        let router_ips = |s: &mut OpenStackClusterSpec| {
+            s.api_server_load_balancer = None;
+            s.extensions = None;
+            s.external_router_ips = serde_json::from_value(serde_json::json!([
+                {"fixedIP": fixed, "subnet": {"filter": {"name": public_subnet.name}}},
+                {"subnet": {"id": public_subnet.id}},
+            ]))
+            .unwrap();
+        };
+
+        // 1. The member: Neutron refuses by policy; the condition says so.
+        let name = unique("rip-member");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = identity(yaml.clone(), "cloud-creds");
+        let scope_ = scope(&name);
+        let mut s = spec("10.87.0.0/24");
+        router_ips(&mut s);
+        let mut osc = cluster(&name, s);
+        let outcome = std::panic::AssertUnwindSafe(async {
+            let (reason, message) = infra::converge(&infra, &scope_, &mut osc, &id, 10)
+                .await
+                .expect_err("the member may not choose external fixed IPs");
+            assert_eq!(reason, "RouterCreateFailed");
+            assert!(
+                message.starts_with("spec.externalRouterIPs: Neutron refused the router's external gateway fixed IPs (HTTP 403, by policy): ")
+                    && message.contains("external_gateway_info:external_fixed_ips")
+                    && message.contains("disallowed by policy"),
+                "{message}"
+            );
+            let ready = condition(&osc, "Ready");
+            assert_eq!((ready.status.as_str(), ready.reason.as_deref()), ("False", Some("RouterCreateFailed")));
+            assert_eq!(ready.message.as_deref(), Some(message.as_str()), "{ready:?}");
+            let router = condition(&osc, "RouterReady");
+            assert_eq!(router.status, "False", "{router:?}");
+            assert!(router.message.as_deref().is_some_and(|m| m.contains(&message)), "{router:?}");
+        })
+        .catch_unwind()
+        .await;
+        infra::delete(&infra, &scope_, &osc, &id).await;
+        expect_none(&inventory(&member, &names).await);
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+
+        // 2. An admin: the gateway has both addresses, the status lists them.
+        let name = unique("rip-admin");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let id = infra::identity(NAMESPACE, "cloud-creds-admin", yaml.clone(), cloud::ADMIN);
+        let scope_ = scope(&name);
+        let mut s = spec("10.88.0.0/24");
+        s.identity_ref.cloud_name = cloud::ADMIN.into();
+        router_ips(&mut s);
+        let mut osc = cluster(&name, s);
+        let outcome = std::panic::AssertUnwindSafe(async {
+            converge(&infra, &scope_, &mut osc, &id, 20).await;
+            let status = osc.status.clone().unwrap();
+            assert!(status.ready);
+            assert!(is_condition_true(&status.conditions, "RouterReady"));
+            let recorded = status.router.clone().unwrap();
+            let router: net::Router = admin.network.get(&recorded.id).await.unwrap();
+            let gateway = router.external_gateway_info.clone().expect("a gateway");
+            assert_eq!(gateway.network_id, public.id);
+            assert_eq!(gateway.external_fixed_ips.len(), 2, "{gateway:?}");
+            assert!(gateway
+                .external_fixed_ips
+                .iter()
+                .all(|f| f.subnet_id == public_subnet.id));
+            assert!(
+                gateway.external_fixed_ips.iter().any(|f| f.ip_address == fixed),
+                "{gateway:?}"
+            );
+            let mut on_router: Vec<String> = gateway
+                .external_fixed_ips
+                .iter()
+                .map(|f| f.ip_address.clone())
+                .collect();
+            let mut in_status = recorded.ips.clone();
+            on_router.sort();
+            in_status.sort();
+            assert_eq!(in_status, on_router, "status.router.ips");
+            // Settled: the gateway is not written again.
+            let before = counts(&infra, &id);
+            converge(&infra, &scope_, &mut osc, &id, 1).await;
+            let again = counts(&infra, &id) - before;
+            assert_eq!(again.writes, 0, "{again:?}");
+            assert_eq!(osc.status.as_ref().unwrap().router.as_ref().unwrap().ips, recorded.ips);
+        })
+        .catch_unwind()
+        .await;
+        infra::delete(&infra, &scope_, &osc, &id).await;
+        expect_none(&inventory(&admin, &names).await);
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}
+
+/// `spec.apiServerLoadBalancer.network` and `.subnets` (CAPO's
+/// `resolveLoadBalancerNetwork` and `getOrCreateAPILoadBalancer`): the VIP is on that
+/// network, on the first subnet given (found within the network, by filter or ID),
+/// not on the cluster's subnet; `status.apiServerLoadBalancer.loadBalancerNetwork`
+/// reports it. A subnet off that network is the user's to fix, naming the field,
+/// before any load balancer is made.
+#[test]
+fn the_api_load_balancer_vip_is_on_its_own_network_and_first_subnet() {
+    let Some(path) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&path).unwrap();
+    runtime().block_on(async move {
+        let infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let check = checker(&yaml);
+        let n = &check.network;
+        let id = identity(yaml.clone(), "cloud-creds");
+        let name = unique("lbnet");
+        let names = ClusterNames::new(NAMESPACE, &name);
+        let scope_ = scope(&name);
+        let vip_net: net::Network = n
+            .create(serde_json::json!({"name": format!("{name}-vip")}))
+            .await
+            .unwrap();
+        let mut vip_subnets = Vec::new();
+        for (suffix, cidr) in [("a", "10.89.0.0/24"), ("b", "10.89.1.0/24")] {
+            let s: net::Subnet = n
+                .create(
+                    serde_json::json!({"network_id": vip_net.id, "ip_version": 4,
+                    "cidr": cidr, "name": format!("{name}-vip-{suffix}")}),
+                )
+                .await
+                .unwrap();
+            vip_subnets.push(s);
+        }
+        let (a, b) = (vip_subnets[0].clone(), vip_subnets[1].clone());
+        let (_, public_subnet) = public_subnet(&check).await;
+        let mut s = spec("10.90.0.0/24");
+        s.extensions = None;
+        // The VIP's network has no router: no floating IP can reach it.
+        s.disable_api_server_floating_ip = Some(true);
+        s.api_server_load_balancer = Some(Box::new(
+            serde_json::from_value(serde_json::json!({
+                "enabled": true,
+                "network": {"filter": {"name": vip_net.name}},
+                "subnets": [{"id": public_subnet.id}],
+            }))
+            .unwrap(),
+        ));
+        let mut osc = cluster(&name, s);
+        let outcome = std::panic::AssertUnwindSafe(async {
+            // 1. A subnet of another network: refused, no load balancer.
+            let (reason, message) = infra::converge(&infra, &scope_, &mut osc, &id, 10)
+                .await
+                .expect_err("a subnet off the load balancer network");
+            assert_eq!(reason, "LoadBalancerNetworkNotFound");
+            assert!(
+                message.starts_with(&format!(
+                    "spec.apiServerLoadBalancer.subnets[0]: subnet {} is on network ",
+                    public_subnet.id
+                )) && message.contains(&vip_net.id),
+                "{message}"
+            );
+            let c = condition(&osc, "APIEndpointReady");
+            assert_eq!(c.status, "False", "{c:?}");
+            assert!(
+                c.message.as_deref().is_some_and(|m| m.contains(&message)),
+                "{c:?}"
+            );
+            assert_eq!(
+                condition(&osc, "Ready").message.as_deref(),
+                Some(message.as_str())
+            );
+            assert_eq!(inventory(&check, &names).await["load_balancers"], 0);
+
+            // 2. The second subnet of the network first (by filter), then the other.
+            osc.spec.api_server_load_balancer.as_mut().unwrap().subnets =
+                serde_json::from_value(serde_json::json!([
+                    {"filter": {"name": b.name}},
+                    {"id": a.id},
+                ]))
+                .unwrap();
+            converge(&infra, &scope_, &mut osc, &id, 40).await;
+            let status = osc.status.clone().unwrap();
+            assert!(status.ready);
+            let lb_status = status.api_server_load_balancer.clone().unwrap();
+            let balancer: lb::LoadBalancer = check.load_balancer.get(&lb_status.id).await.unwrap();
+            assert_eq!(balancer.vip_subnet_id, b.id, "the first subnet given");
+            assert_eq!(balancer.vip_network_id, vip_net.id);
+            assert!(
+                balancer.vip_address.starts_with("10.89.1."),
+                "{}",
+                balancer.vip_address
+            );
+            let cluster_subnet = &status.network.as_ref().unwrap().subnets[0];
+            assert_ne!(balancer.vip_subnet_id, cluster_subnet.id);
+            let vip_port: net::Port = n.get(&balancer.vip_port_id).await.unwrap();
+            assert_eq!(vip_port.network_id, vip_net.id);
+            assert_eq!(vip_port.fixed_ips[0].subnet_id, b.id);
+            assert_eq!(lb_status.internal_ip, balancer.vip_address);
+            let lb_net = lb_status
+                .load_balancer_network
+                .clone()
+                .expect("loadBalancerNetwork");
+            assert_eq!(lb_net.network.id, vip_net.id);
+            assert_eq!(lb_net.network.name, vip_net.name);
+            let recorded: Vec<(&str, &str)> = lb_net
+                .subnets
+                .iter()
+                .map(|s| (s.id.as_str(), s.cidr.as_str()))
+                .collect();
+            assert_eq!(
+                recorded,
+                [
+                    (b.id.as_str(), "10.89.1.0/24"),
+                    (a.id.as_str(), "10.89.0.0/24")
+                ]
+            );
+            let endpoint = osc.spec.control_plane_endpoint.clone().unwrap();
+            assert_eq!(endpoint.host, balancer.vip_address);
+            // Settled: nothing written, the network not looked up again.
+            let before = counts(&infra, &id);
+            converge(&infra, &scope_, &mut osc, &id, 1).await;
+            let again = counts(&infra, &id) - before;
+            assert_eq!(again.writes, 0, "{again:?}");
+            assert!(again.reads <= 15, "{again:?}");
+            assert_eq!(
+                osc.status
+                    .as_ref()
+                    .unwrap()
+                    .api_server_load_balancer
+                    .as_ref()
+                    .unwrap()
+                    .load_balancer_network,
+                Some(lb_net)
+            );
+        })
+        .catch_unwind()
+        .await;
+        infra::delete(&infra, &scope_, &osc, &id).await;
+        expect_none(&inventory(&check, &names).await);
+        for s in &vip_subnets {
+            let _ = n.delete::<net::Subnet>(&s.id).await;
+        }
+        let _ = n.delete::<net::Network>(&vip_net.id).await;
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}

@@ -999,3 +999,121 @@ fn ports_take_their_subnet_s_network_and_their_own_security_groups() {
         }
     });
 }
+
+/// A port's `profile` (`ovsHWOffload`, `trustedVF`) and `propagateUplinkStatus`, as
+/// CAPO sends them (`binding:profile` `{"capabilities": ["switchdev"]}` /
+/// `{"trusted": true}`, `propagate_uplink_status`), against what this Neutron does:
+/// its default policy gives `binding:profile` to services only, so the member and an
+/// admin alike are refused, and the machine's `Ready` condition names the field and
+/// carries Neutron's answer; it has no `uplink-status-propagation` extension, so
+/// `true` is refused before anything is created and `false` (what such a Neutron
+/// does anyway) boots the machine with the attribute left out.
+#[test]
+fn a_port_s_binding_profile_and_uplink_status_meet_neutron_s_answer() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let admin_id = infra::identity(NAMESPACE, "cloud-creds-admin", yaml.clone(), cloud::ADMIN);
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("mp");
+        let osc = ready_cluster(&name, "10.69.0.0/24", &id).await;
+        let infra = OpenStackMachineInfra::default();
+        let scope = machine_scope(&name, &osc, false);
+        let names: Vec<String> = (1..=4).map(|i| format!("{name}-md-0-p{i}")).collect();
+        let with_port = |server: &str, port: serde_json::Value| {
+            let mut m = machine(server);
+            m.spec.ports = vec![serde_json::from_value(port).unwrap()];
+            m
+        };
+        let ready_message = |osm: &OpenStackMachine| {
+            let c = osm
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .cloned()
+                .expect("a Ready condition");
+            assert_eq!(c.status, "False", "{c:?}");
+            c.message.unwrap_or_default()
+        };
+        let mut booted = machine(&names[3]);
+        let checks = AssertUnwindSafe(async {
+            // binding:profile, as the member and as an admin: refused by policy.
+            let cluster_net = osc.status.as_ref().unwrap().network.as_ref().unwrap().network.id.clone();
+            for (server, who, profile) in [
+                (&names[0], &id, serde_json::json!({"trustedVF": true})),
+                (&names[1], &admin_id, serde_json::json!({"ovsHWOffload": true})),
+            ] {
+                let mut osm = with_port(server, serde_json::json!({"profile": profile}));
+                let (reason, message) =
+                    machine_support::try_converge_machine(&infra, &scope, &mut osm, who, false)
+                        .await
+                        .expect_err("binding:profile is for services only");
+                assert_eq!(reason, "PortCreateFailed");
+                assert!(
+                    message.starts_with("ports[0].profile: Neutron refused the port (HTTP 403, by policy): ")
+                        && message.contains("rule:create_port:binding:profile"),
+                    "{message}"
+                );
+                assert_eq!(ready_message(&osm), message);
+                assert!(ports_named(&member, &format!("{server}-0")).await.is_empty());
+                assert_eq!(servers_named(&member, server).await, 0);
+            }
+            // What Neutron itself answers, so that the above is its word.
+            let raw = member
+                .network
+                .create::<net::Port>(serde_json::json!({
+                    "network_id": cluster_net, "name": format!("{name}-raw"),
+                    "binding:profile": {"trusted": true}}))
+                .await
+                .expect_err("refused");
+            assert_eq!(raw.status(), Some(403), "{raw}");
+
+            // propagateUplinkStatus: this Neutron lacks the extension.
+            let extensions: Vec<net::Extension> = member.network.list(&[]).await.unwrap();
+            assert!(
+                !extensions.iter().any(|e| e.alias == "uplink-status-propagation"),
+                "this test expects a Neutron without uplink-status-propagation"
+            );
+            let raw = member
+                .network
+                .create::<net::Port>(serde_json::json!({
+                    "network_id": cluster_net, "name": format!("{name}-raw"),
+                    "propagate_uplink_status": false}))
+                .await
+                .expect_err("an unknown attribute");
+            assert_eq!(raw.status(), Some(400), "{raw}");
+            assert!(raw.message().contains("propagate_uplink_status"), "{raw}");
+            let mut osm = with_port(&names[2], serde_json::json!({"propagateUplinkStatus": true}));
+            let calls = || infra.clients_for(&id).unwrap().session.stats().snapshot();
+            let start = calls();
+            let (reason, message) =
+                machine_support::try_converge_machine(&infra, &scope, &mut osm, &id, false)
+                    .await
+                    .expect_err("no extension for it");
+            assert_eq!(reason, "UplinkStatusPropagationNotSupported");
+            assert!(
+                message.starts_with("ports[0].propagateUplinkStatus: this Neutron has no uplink-status-propagation extension"),
+                "{message}"
+            );
+            assert_eq!(ready_message(&osm), message);
+            assert_eq!((calls() - start).writes, 0, "refused before any create");
+
+            booted.spec.ports = vec![serde_json::from_value(serde_json::json!({"propagateUplinkStatus": false})).unwrap()];
+            converge_machine(&infra, &scope, &mut booted, &id, false).await;
+            assert_eq!(booted.status.as_ref().unwrap().ready, Some(true));
+            let ports = ports_named(&member, &format!("{}-0", names[3])).await;
+            assert_eq!(ports.len(), 1, "{ports:?}");
+            assert_eq!(ports[0].propagate_uplink_status, None);
+            let resolved = &booted.status.as_ref().unwrap().resolved.as_ref().unwrap().ports[0];
+            assert_eq!(resolved.fields.propagate_uplink_status, None);
+        })
+        .catch_unwind()
+        .await;
+        delete_machine(&infra, &scope, &mut booted, &id).await;
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        finish(checks, &member, &refs, &name, &osc, &id).await;
+    });
+}

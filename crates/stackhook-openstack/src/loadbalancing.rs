@@ -39,6 +39,8 @@ pub struct LoadBalancer {
     #[serde(default)]
     pub vip_subnet_id: String,
     #[serde(default)]
+    pub vip_network_id: String,
+    #[serde(default)]
     pub provider: String,
     #[serde(default)]
     pub tags: Vec<String>,

@@ -132,6 +132,12 @@ pub struct Port {
     /// `None` where the port-security extension is missing.
     #[serde(default)]
     pub port_security_enabled: Option<bool>,
+    /// `binding:profile`; shown to admins (and services) only by default policy.
+    #[serde(default, rename = "binding:profile")]
+    pub binding_profile: Option<Value>,
+    /// `None` where the `uplink-status-propagation` extension is missing.
+    #[serde(default)]
+    pub propagate_uplink_status: Option<bool>,
 }
 
 /// An address wanted on a new port: a subnet, an address, or both.

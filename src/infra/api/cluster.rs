@@ -47,6 +47,7 @@ pub struct SubnetSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalRouterIpParam {
+    /// Neutron picks an address on the subnet when unset.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "fixedIP")]
     pub fixed_ip: Option<String>,
     pub subnet: SubnetParam,
@@ -121,9 +122,12 @@ pub struct ApiServerLoadBalancer {
     /// Octavia provider; the cloud's default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// Network of the VIP instead of the cluster network; the API members
+    /// then name the cluster's first subnet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<NetworkParam>>,
-    /// Only the first entry is used.
+    /// Subnets of `network`, each resolved within it; the VIP goes on the
+    /// first. Not looked at without `network`, as in CAPO.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 2))]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
@@ -358,6 +362,8 @@ pub struct OpenStackClusterSpec {
         rename = "networkMTU"
     )]
     pub network_mtu: Option<i64>,
+    /// Fixed IPs of the managed router's gateway on the external network,
+    /// one per entry; Neutron's default policy allows them to admins only.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -510,6 +516,8 @@ pub struct LoadBalancer {
     pub allowed_cidrs: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// Where the VIP is: `spec.apiServerLoadBalancer.network` and its
+    /// subnets, else the cluster network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_balancer_network: Option<Box<NetworkStatusWithSubnets>>,
 }

@@ -17,9 +17,13 @@ use stackhook_openstack::loadbalancing::{self as lb, LoadBalancing};
 use stackhook_openstack::networking::{self as net, Networking};
 use stackhook_openstack::CloudClients;
 
-use super::{os, owner_tag, user, Pass};
-use crate::infra::api::cluster::{ApiServerLoadBalancer, LoadBalancer as LbStatus};
+use super::{os, owner_tag, subnet_by_id, subnet_query, user, Pass};
+use crate::infra::api::cluster::{
+    ApiServerLoadBalancer, LoadBalancer as LbStatus, NetworkStatus, NetworkStatusWithSubnets,
+    Subnet,
+};
 use crate::infra::api::extensions::{LoadBalancersStatus, VirtualIp};
+use crate::infra::api::types::SubnetParam;
 use crate::infra::seam::{InfraError, StatusSink};
 
 /// Octavia needs a moment after each change (about 1 s on the test cloud).
@@ -108,24 +112,28 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 ));
             }
         }
-        let network = self.status.network.clone();
         let Some(balancer) = found.pop() else {
-            let subnet_id = network
-                .as_ref()
-                .and_then(|n| n.subnets.first())
-                .map(|s| s.id.clone())
-                .ok_or_else(|| {
-                    user(
-                        "APIEndpointConfigFailed",
-                        "the cluster network has no subnet for the load balancer VIP",
-                    )
-                })?;
+            let network = self.load_balancer_network(&spec, None).await?;
+            let (vip_network_id, vip_subnet_id) =
+                vip_location(network.as_deref(), self.status.network.as_deref()).ok_or_else(
+                    || {
+                        user(
+                            "APIEndpointConfigFailed",
+                            "the cluster network has no subnet for the load balancer VIP",
+                        )
+                    },
+                )?;
             let mut body = json!({
                 "name": name,
-                "vip_subnet_id": subnet_id,
                 "description": self.names.description(),
                 "tags": self.tags,
             });
+            if let Some(id) = vip_network_id {
+                body["vip_network_id"] = json!(id);
+            }
+            if let Some(id) = vip_subnet_id {
+                body["vip_subnet_id"] = json!(id);
+            }
             let vip = self
                 .status
                 .api_server_load_balancer
@@ -191,6 +199,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             self.wait(OCTAVIA_REQUEUE);
             return Ok(None);
         };
+        let network = self.load_balancer_network(&spec, Some(&balancer)).await?;
         let previous = self
             .status
             .api_server_load_balancer
@@ -331,6 +340,130 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         }
         let fip = self.ensure_api_fip(Some(&balancer.vip_port_id)).await?;
         Ok(Some(fip.floating_ip_address))
+    }
+
+    /// CAPO's `resolveLoadBalancerNetwork`: where the VIP goes, as
+    /// `status.apiServerLoadBalancer.loadBalancerNetwork` reports it. Without
+    /// `spec.apiServerLoadBalancer.network` the cluster network and its subnets
+    /// (`subnets` alone is not looked at, as in CAPO). With it, that network (exactly
+    /// one match) and each of `subnets` resolved within it, in order: the first is the
+    /// VIP's. For an existing load balancer the recorded network is kept while the
+    /// load balancer is on it, so a settled cluster spends no reads here.
+    async fn load_balancer_network(
+        &self,
+        spec: &ApiServerLoadBalancer,
+        existing: Option<&lb::LoadBalancer>,
+    ) -> Result<Option<Box<NetworkStatusWithSubnets>>, InfraError> {
+        let Some(param) = &spec.network else {
+            return Ok(self.status.network.clone());
+        };
+        let recorded = self
+            .status
+            .api_server_load_balancer
+            .as_ref()
+            .and_then(|l| l.load_balancer_network.clone())
+            .filter(|n| !n.network.id.is_empty());
+        if let (Some(balancer), Some(recorded)) = (existing, recorded) {
+            if recorded.network.id == balancer.vip_network_id {
+                return Ok(Some(recorded));
+            }
+        }
+        let field = "spec.apiServerLoadBalancer.network";
+        let mut found = self
+            .find_networks(param, false)
+            .await
+            .map_err(|e| match e {
+                InfraError::User { reason, message } => InfraError::User {
+                    reason,
+                    message: format!("{field}: {message}"),
+                },
+                other => other,
+            })?;
+        if found.len() != 1 {
+            return Err(user(
+                "LoadBalancerNetworkNotFound",
+                format!(
+                    "{field}: {} networks match {}; need exactly one",
+                    found.len(),
+                    super::network::describe(param)
+                ),
+            ));
+        }
+        let network = found.remove(0);
+        let mut subnets = Vec::with_capacity(spec.subnets.len());
+        for (i, p) in spec.subnets.iter().enumerate() {
+            let s = self.load_balancer_subnet(i, p, &network.id).await?;
+            subnets.push(Subnet {
+                name: s.name,
+                id: s.id,
+                cidr: s.cidr,
+                tags: s.tags,
+            });
+        }
+        Ok(Some(Box::new(NetworkStatusWithSubnets {
+            network: NetworkStatus {
+                name: network.name,
+                id: network.id,
+                tags: network.tags,
+            },
+            subnets,
+        })))
+    }
+
+    /// `spec.apiServerLoadBalancer.subnets[i]`, which must be on `network_id`.
+    async fn load_balancer_subnet(
+        &self,
+        i: usize,
+        p: &SubnetParam,
+        network_id: &str,
+    ) -> Result<net::Subnet, InfraError> {
+        let field = format!("spec.apiServerLoadBalancer.subnets[{i}]");
+        if let Some(id) = p.id.as_ref().filter(|id| !id.is_empty()) {
+            let s = match subnet_by_id(self.clients, id).await {
+                Ok(s) => s,
+                Err(InfraError::User { message, .. }) => {
+                    return Err(user(
+                        "LoadBalancerNetworkNotFound",
+                        format!("{field}: {message}"),
+                    ))
+                }
+                Err(e) => return Err(e),
+            };
+            if s.network_id != network_id {
+                return Err(user(
+                    "LoadBalancerNetworkNotFound",
+                    format!(
+                        "{field}: subnet {id} is on network {}, not on the load balancer network {network_id}",
+                        s.network_id
+                    ),
+                ));
+            }
+            return Ok(s);
+        }
+        let Some(f) = &p.filter else {
+            return Err(user(
+                "LoadBalancerNetworkNotFound",
+                format!("{field} needs an id or a filter"),
+            ));
+        };
+        let mut q = subnet_query(f);
+        q.push(("network_id", network_id.to_owned()));
+        let mut found: Vec<net::Subnet> = self
+            .clients
+            .network()
+            .list(&q)
+            .await
+            .map_err(|e| os("LoadBalancerNetworkNotFound", e))?;
+        if found.len() != 1 {
+            return Err(user(
+                "LoadBalancerNetworkNotFound",
+                format!(
+                    "{field}: {} subnets of the load balancer network {network_id} match {f:?}; need exactly one",
+                    found.len()
+                ),
+            ));
+        }
+        Ok(found.remove(0))
     }
 
     /// The API port, then the additional ones: one listener, pool and
@@ -632,6 +765,31 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     }
 }
 
+/// `(vip_network_id, vip_subnet_id)` of a new load balancer, as CAPO's
+/// `getOrCreateAPILoadBalancer` picks them: the load balancer network and its first
+/// subnet, each when known; with neither, the cluster's first subnet. `None` when
+/// there is nowhere to put the VIP.
+fn vip_location(
+    lb_network: Option<&NetworkStatusWithSubnets>,
+    cluster: Option<&NetworkStatusWithSubnets>,
+) -> Option<(Option<String>, Option<String>)> {
+    let network = lb_network
+        .map(|n| n.network.id.clone())
+        .filter(|id| !id.is_empty());
+    let subnet = lb_network
+        .and_then(|n| n.subnets.first())
+        .map(|s| s.id.clone())
+        .filter(|id| !id.is_empty());
+    if network.is_some() || subnet.is_some() {
+        return Some((network, subnet));
+    }
+    let subnet = cluster
+        .and_then(|n| n.subnets.first())
+        .map(|s| s.id.clone())
+        .filter(|id| !id.is_empty())?;
+    Some((None, Some(subnet)))
+}
+
 /// The pool algorithm: OVN has no round robin.
 fn algorithm(provider: &str) -> &'static str {
     if provider == "ovn" {
@@ -659,6 +817,51 @@ fn pick_flavor(flavors: Vec<lb::Flavor>, name: &str) -> Result<String, InfraErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn net(id: &str, subnets: &[&str]) -> NetworkStatusWithSubnets {
+        NetworkStatusWithSubnets {
+            network: NetworkStatus {
+                id: id.into(),
+                ..Default::default()
+            },
+            subnets: subnets
+                .iter()
+                .map(|s| Subnet {
+                    id: (*s).into(),
+                    ..Default::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_vip_goes_on_the_load_balancer_network_and_its_first_subnet() {
+        let cluster = net("cluster", &["cs1", "cs2"]);
+        let s = |x: &str| Some(x.to_owned());
+        // spec.apiServerLoadBalancer.network with subnets: the first one given.
+        assert_eq!(
+            vip_location(Some(&net("vip", &["vs2", "vs1"])), Some(&cluster)),
+            Some((s("vip"), s("vs2")))
+        );
+        // The network alone: Octavia picks the subnet.
+        assert_eq!(
+            vip_location(Some(&net("vip", &[])), Some(&cluster)),
+            Some((s("vip"), None))
+        );
+        // Unset: the cluster network as CAPO records it, its first subnet.
+        assert_eq!(
+            vip_location(Some(&cluster), Some(&cluster)),
+            Some((s("cluster"), s("cs1")))
+        );
+        // Nothing recorded: the cluster's first subnet; none at all: nowhere.
+        assert_eq!(
+            vip_location(Some(&net("", &[])), Some(&cluster)),
+            Some((None, s("cs1")))
+        );
+        assert_eq!(vip_location(None, Some(&cluster)), Some((None, s("cs1"))));
+        assert_eq!(vip_location(None, Some(&net("cluster", &[]))), None);
+        assert_eq!(vip_location(None, None), None);
+    }
 
     #[test]
     fn picks_only_an_enabled_flavor_of_that_name() {

@@ -1,11 +1,12 @@
 //! External network, cluster network, subnet, router and router interface.
 
-use serde_json::json;
+use serde_json::{json, Value};
 use stackhook_openstack::networking::{self as net, Networking, NeutronResource};
 use stackhook_openstack::CloudClients;
 
 use super::{os, user, Pass};
 use crate::infra::api::cluster::{NetworkStatus, NetworkStatusWithSubnets, Router, Subnet};
+use crate::infra::api::names::conditions as cond;
 use crate::infra::api::types::{FilterByNeutronTags, NetworkParam, SubnetParam};
 use crate::infra::seam::{InfraError, StatusSink};
 
@@ -211,7 +212,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         Ok(())
     }
 
-    async fn find_networks(
+    pub(super) async fn find_networks(
         &self,
         p: &NetworkParam,
         external: bool,
@@ -416,12 +417,17 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                         (r, tags)
                     }
                     None => {
+                        let mut body = json!({
+                            "name": name,
+                            "description": self.names.description(),
+                        });
+                        // As CAPO: with `externalRouterIPs` the gateway is set by the
+                        // update below (some clouds take the fixed IPs only there).
+                        if self.spec.external_router_ips.is_empty() {
+                            body["external_gateway_info"] = json!({"network_id": ext.id});
+                        }
                         let r: net::Router = neutron
-                            .create(json!({
-                                "name": name,
-                                "description": self.names.description(),
-                                "external_gateway_info": {"network_id": ext.id},
-                            }))
+                            .create(body)
                             .await
                             .map_err(|e| os("RouterCreateFailed", e))?;
                         tracing::info!(router = %r.id, "created router");
@@ -437,6 +443,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     }
                 }
             }
+        };
+        let router = if self.spec.external_router_ips.is_empty() {
+            router
+        } else {
+            self.ensure_external_router_ips(router, &ext.id).await?
         };
         let ips = router
             .external_gateway_info
@@ -472,6 +483,112 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             tracing::info!(router = %router.id, subnet = %subnet.id, "attached router interface");
         }
         Ok(())
+    }
+
+    /// CAPO's `setRouterExternalIPs`: the router's gateway on the external network
+    /// with one fixed IP per `spec.externalRouterIPs` entry (on its subnet, at its
+    /// `fixedIP` when set). Written only when the gateway differs, unlike CAPO, which
+    /// writes it on every pass. Neutron's default policy lets only admins choose
+    /// external fixed IPs: its refusal is the user's to see, naming the field.
+    async fn ensure_external_router_ips(
+        &mut self,
+        router: net::Router,
+        external_network: &str,
+    ) -> Result<net::Router, InfraError> {
+        let mut wanted = Vec::with_capacity(self.spec.external_router_ips.len());
+        for (i, p) in self.spec.external_router_ips.iter().enumerate() {
+            let subnet_id = match self
+                .external_router_subnet(i, &p.subnet, external_network)
+                .await
+            {
+                Ok(id) => id,
+                Err(e) => {
+                    self.set(
+                        cond::ROUTER_READY,
+                        false,
+                        super::reason_of(&e),
+                        &e.to_string(),
+                    );
+                    return Err(e);
+                }
+            };
+            wanted.push(GatewayIp {
+                subnet_id,
+                ip_address: p.fixed_ip.clone().filter(|ip| !ip.is_empty()),
+            });
+        }
+        if gateway_matches(
+            router.external_gateway_info.as_ref(),
+            external_network,
+            &wanted,
+        ) {
+            return Ok(router);
+        }
+        let body = json!({"external_gateway_info": gateway_body(external_network, &wanted)});
+        match self
+            .clients
+            .network()
+            .update::<net::Router>(&router.id, body)
+            .await
+        {
+            Ok(r) => {
+                tracing::info!(router = %r.id, "set the router's external fixed IPs");
+                Ok(r)
+            }
+            Err(e) => {
+                let e = refused(
+                    cond::ROUTER_CREATE_FAILED,
+                    "spec.externalRouterIPs",
+                    "the router's external gateway fixed IPs",
+                    e,
+                );
+                self.set(
+                    cond::ROUTER_READY,
+                    false,
+                    super::reason_of(&e),
+                    &e.to_string(),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// The subnet of `spec.externalRouterIPs[i]`: an ID as given (CAPO makes no
+    /// call for it; Neutron refuses one off the external network), or the one subnet
+    /// of the external network its filter matches.
+    async fn external_router_subnet(
+        &self,
+        i: usize,
+        p: &SubnetParam,
+        external_network: &str,
+    ) -> Result<String, InfraError> {
+        if let Some(id) = p.id.as_ref().filter(|id| !id.is_empty()) {
+            return Ok(id.clone());
+        }
+        let Some(f) = &p.filter else {
+            return Err(user(
+                "SubnetNotFound",
+                format!("spec.externalRouterIPs[{i}].subnet needs an id or a filter"),
+            ));
+        };
+        let mut q = subnet_query(f);
+        q.push(("network_id", external_network.to_owned()));
+        let found: Vec<net::Subnet> = self
+            .clients
+            .network()
+            .list(&q)
+            .await
+            .map_err(|e| os("SubnetNotFound", e))?;
+        match found.as_slice() {
+            [one] => Ok(one.id.clone()),
+            other => Err(user(
+                "SubnetNotFound",
+                format!(
+                    "spec.externalRouterIPs[{i}].subnet: {} subnets of the external network {external_network} match {f:?}; need exactly one",
+                    other.len()
+                ),
+            )),
+        }
     }
 
     async fn find_router(
@@ -637,10 +754,197 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     }
 }
 
-fn describe(p: &NetworkParam) -> String {
+/// One fixed IP wanted on the router's external gateway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct GatewayIp {
+    pub subnet_id: String,
+    /// Neutron picks an address on the subnet when unset.
+    pub ip_address: Option<String>,
+}
+
+/// The `external_gateway_info` CAPO sends for `spec.externalRouterIPs`.
+pub(super) fn gateway_body(network_id: &str, wanted: &[GatewayIp]) -> Value {
+    json!({
+        "network_id": network_id,
+        "external_fixed_ips": wanted
+            .iter()
+            .map(|w| net::fixed_ip(Some(&w.subnet_id), w.ip_address.as_deref()))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// The gateway already is what `wanted` asks for: on `network_id`, with exactly one
+/// address per wanted entry, on its subnet, and the given address where one is.
+pub(super) fn gateway_matches(
+    current: Option<&net::GatewayInfo>,
+    network_id: &str,
+    wanted: &[GatewayIp],
+) -> bool {
+    let Some(g) = current else {
+        return false;
+    };
+    if g.network_id != network_id || g.external_fixed_ips.len() != wanted.len() {
+        return false;
+    }
+    let mut free: Vec<&net::FixedIp> = g.external_fixed_ips.iter().collect();
+    // Fixed addresses first, so a subnet-only entry cannot take the one they name.
+    let (fixed, any): (Vec<&GatewayIp>, Vec<&GatewayIp>) =
+        wanted.iter().partition(|w| w.ip_address.is_some());
+    for w in fixed.into_iter().chain(any) {
+        let at = free.iter().position(|f| {
+            f.subnet_id == w.subnet_id && w.ip_address.as_ref().is_none_or(|ip| *ip == f.ip_address)
+        });
+        match at {
+            Some(i) => {
+                free.swap_remove(i);
+            }
+            None => return false,
+        }
+    }
+    true
+}
+
+/// A write Neutron refused as the spec's fault (400, or 403 by policy): a user error
+/// whose message names the spec `field` and says what Neutron answered; anything
+/// else as [`os`] maps it.
+pub(crate) fn refused(
+    reason: &str,
+    field: &str,
+    what: &str,
+    e: stackhook_openstack::OsError,
+) -> InfraError {
+    match e.status() {
+        Some(status @ (400 | 403)) => user(
+            reason,
+            format!(
+                "{field}: Neutron refused {what} (HTTP {status}{}): {}",
+                if status == 403 { ", by policy" } else { "" },
+                e.message()
+            ),
+        ),
+        _ => os(reason, e),
+    }
+}
+
+pub(super) fn describe(p: &NetworkParam) -> String {
     match (&p.id, &p.filter) {
         (Some(id), _) => format!("id {id}"),
         (None, Some(f)) => format!("filter {f:?}"),
         (None, None) => "an empty filter".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(subnet: &str, address: &str) -> net::FixedIp {
+        net::FixedIp {
+            subnet_id: subnet.into(),
+            ip_address: address.into(),
+        }
+    }
+
+    fn want(subnet: &str, address: Option<&str>) -> GatewayIp {
+        GatewayIp {
+            subnet_id: subnet.into(),
+            ip_address: address.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn the_gateway_body_has_one_fixed_ip_per_entry() {
+        let body = gateway_body(
+            "ext",
+            &[want("s1", Some("203.0.113.252")), want("s2", None)],
+        );
+        assert_eq!(
+            body,
+            json!({"network_id": "ext", "external_fixed_ips": [
+                {"subnet_id": "s1", "ip_address": "203.0.113.252"},
+                {"subnet_id": "s2"},
+            ]})
+        );
+    }
+
+    #[test]
+    fn a_gateway_matches_only_what_the_entries_ask_for() {
+        let gw = |network: &str, ips: Vec<net::FixedIp>| net::GatewayInfo {
+            network_id: network.into(),
+            external_fixed_ips: ips,
+        };
+        let wanted = [want("s1", Some("203.0.113.252")), want("s1", None)];
+        // Either order of Neutron's answer; the subnet-only entry takes any address.
+        let got = gw(
+            "ext",
+            vec![ip("s1", "203.0.113.20"), ip("s1", "203.0.113.252")],
+        );
+        assert!(gateway_matches(Some(&got), "ext", &wanted));
+        let got = gw(
+            "ext",
+            vec![ip("s1", "203.0.113.252"), ip("s1", "203.0.113.20")],
+        );
+        assert!(gateway_matches(Some(&got), "ext", &wanted));
+        // No gateway, another network, a missing or extra address, the wrong one.
+        assert!(!gateway_matches(None, "ext", &wanted));
+        let other = gw(
+            "other",
+            vec![ip("s1", "203.0.113.20"), ip("s1", "203.0.113.252")],
+        );
+        assert!(!gateway_matches(Some(&other), "ext", &wanted));
+        let one = gw("ext", vec![ip("s1", "203.0.113.252")]);
+        assert!(!gateway_matches(Some(&one), "ext", &wanted));
+        let wrong = gw(
+            "ext",
+            vec![ip("s1", "203.0.113.20"), ip("s1", "203.0.113.21")],
+        );
+        assert!(!gateway_matches(Some(&wrong), "ext", &wanted));
+        let elsewhere = gw(
+            "ext",
+            vec![ip("s2", "203.0.113.252"), ip("s1", "203.0.113.20")],
+        );
+        assert!(!gateway_matches(Some(&elsewhere), "ext", &wanted));
+        // The gateway CAPO's create leaves (network only) is not yet the one wanted.
+        assert!(!gateway_matches(
+            Some(&gw("ext", vec![ip("s1", "203.0.113.9")])),
+            "ext",
+            &[want("s1", Some("203.0.113.252"))]
+        ));
+    }
+
+    #[test]
+    fn a_refusal_names_the_field_and_neutron_s_answer() {
+        let http = |status| stackhook_openstack::OsError::Http {
+            service: "network".into(),
+            method: "PUT".into(),
+            path: "/v2.0/routers/r".into(),
+            status,
+            message: "(rule:update_router) is disallowed by policy".into(),
+            retry_after: None,
+        };
+        match refused(
+            "RouterCreateFailed",
+            "spec.externalRouterIPs",
+            "the IPs",
+            http(403),
+        ) {
+            InfraError::User { reason, message } => {
+                assert_eq!(reason, "RouterCreateFailed");
+                assert_eq!(
+                    message,
+                    "spec.externalRouterIPs: Neutron refused the IPs (HTTP 403, by policy): \
+                     (rule:update_router) is disallowed by policy"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            refused("R", "f", "w", http(400)),
+            InfraError::User { .. }
+        ));
+        assert!(matches!(
+            refused("R", "f", "w", http(503)),
+            InfraError::Transient { .. }
+        ));
     }
 }

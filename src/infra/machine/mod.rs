@@ -31,7 +31,7 @@ use crate::infra::api::names::{
     block_device_volume_name, port_name, provider_id, root_volume_name, ClusterNames,
 };
 use crate::infra::api::types::{
-    ImageParam, NodeAddress, PortStatus, ResolvedFixedIp, ResolvedPortSpec,
+    BindingProfile, ImageParam, NodeAddress, PortStatus, ResolvedFixedIp, ResolvedPortSpec,
 };
 use crate::infra::api::{OpenStackMachine, OpenStackMachineStatus};
 use crate::infra::cluster::{os, owner_tag, tag_query, user, CloudSource, OWNER_METADATA_KEY};
@@ -143,6 +143,14 @@ impl<C: CloudSource> MachineInfra for OpenStackMachineInfra<C> {
                 pass.status
                     .failure_message
                     .get_or_insert_with(|| message.clone());
+                // Why, in the object: Neutron's refusal of a port names the field.
+                crate::infra::conditions::mark_false(
+                    &mut pass.status.conditions,
+                    crate::infra::api::names::conditions::READY,
+                    &reason,
+                    crate::infra::conditions::Severity::Error,
+                    &message,
+                );
                 if let Err(e) = pass.save().await {
                     tracing::warn!(error = %e, "could not record the failure in status");
                 }
@@ -505,9 +513,16 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         })?;
         resolved.flavor_id = Some(flavor.id.clone());
         if resolved.ports.is_empty() {
-            let ports = self.resolve_ports().await?;
+            let mut ports = self.resolve_ports().await?;
             if ports.iter().any(|p| p.trunk == Some(true)) {
                 self.require_trunks(&ports).await?;
+            }
+            if ports
+                .iter()
+                .any(|p| p.fields.propagate_uplink_status.is_some())
+            {
+                let supported = self.has_extension(UPLINK_STATUS_EXTENSION).await?;
+                uplink_status_where_supported(&mut ports, supported)?;
             }
             resolved.ports = ports;
         }
@@ -818,7 +833,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                     let p: net::Port = neutron
                         .create(port_body(spec))
                         .await
-                        .map_err(|e| os("PortCreateFailed", e))?;
+                        .map_err(|e| port_refused(i, e))?;
                     tracing::info!(port = %p.id, name = %spec.name, "created a port");
                     self.record_port(i, &p.id);
                     self.save().await?;
@@ -840,6 +855,17 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             ports.push(port);
         }
         Ok(ports)
+    }
+
+    /// Whether Neutron lists the API extension `alias`.
+    async fn has_extension(&self, alias: &str) -> Result<bool, InfraError> {
+        let extensions: Vec<net::Extension> = self
+            .clients
+            .network()
+            .list(&[])
+            .await
+            .map_err(|e| os("PortCreateFailed", e))?;
+        Ok(extensions.iter().any(|e| e.alias == alias))
     }
 
     /// Trunks need Neutron's `trunk` extension; without it the spec cannot be met,
@@ -1389,6 +1415,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         else {
             return Ok(());
         };
+        let subnet = member_subnet(self.scope.cluster.status.as_ref());
         for (port, pool) in self.api_pools().await? {
             let name = self
                 .names
@@ -1401,13 +1428,11 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
             if existing.iter().any(|m| m.address == address) {
                 continue;
             }
-            match octavia
-                .create_member(
-                    &pool.id,
-                    json!({"name": name, "address": address, "protocol_port": port}),
-                )
-                .await
-            {
+            let mut body = json!({"name": name, "address": address, "protocol_port": port});
+            if let Some(subnet) = &subnet {
+                body["subnet_id"] = json!(subnet);
+            }
+            match octavia.create_member(&pool.id, body).await {
                 Ok(m) => {
                     tracing::info!(member = %m.id, pool = %pool.id, "added the load balancer member")
                 }
@@ -1699,10 +1724,110 @@ fn port_body(spec: &ResolvedPortSpec) -> Value {
     if let Some(host) = given(&spec.fields.host_id) {
         body["binding:host_id"] = json!(host);
     }
+    if let Some(profile) = binding_profile(spec.fields.profile.as_ref()) {
+        body["binding:profile"] = profile;
+    }
+    // Sent when set, `false` too, as CAPO's `*bool` is.
+    if let Some(propagate) = spec.fields.propagate_uplink_status {
+        body["propagate_uplink_status"] = json!(propagate);
+    }
     for v in &spec.fields.value_specs {
         body[&v.key] = json!(v.value);
     }
     body
+}
+
+/// Neutron's extension that carries `propagate_uplink_status` on ports.
+const UPLINK_STATUS_EXTENSION: &str = "uplink-status-propagation";
+
+/// CAPO's `getPortProfile`: `ovsHWOffload` asks for the `switchdev` capability,
+/// `trustedVF` for a trusted VF; nothing (no `binding:profile` at all) when neither
+/// is true. Neutron's default policy lets only admins or services set it.
+fn binding_profile(p: Option<&BindingProfile>) -> Option<Value> {
+    let p = p?;
+    let mut profile = serde_json::Map::new();
+    if p.ovs_hw_offload == Some(true) {
+        profile.insert("capabilities".into(), json!(["switchdev"]));
+    }
+    if p.trusted_vf == Some(true) {
+        profile.insert("trusted".into(), json!(true));
+    }
+    (!profile.is_empty()).then_some(Value::Object(profile))
+}
+
+/// `propagateUplinkStatus` on a Neutron without the extension: `true` cannot be
+/// met, which is the user's to change before anything is created; `false` is what
+/// such a Neutron does anyway, so it is left out of the port (sending it would
+/// only earn a 400 for an unknown attribute).
+fn uplink_status_where_supported(
+    ports: &mut [ResolvedPortSpec],
+    supported: bool,
+) -> Result<(), InfraError> {
+    if supported {
+        return Ok(());
+    }
+    let wanted: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.fields.propagate_uplink_status == Some(true))
+        .map(|(i, _)| format!("ports[{i}].propagateUplinkStatus"))
+        .collect();
+    if !wanted.is_empty() {
+        return Err(user(
+            "UplinkStatusPropagationNotSupported",
+            format!(
+                "{}: this Neutron has no {UPLINK_STATUS_EXTENSION} extension; remove the field \
+                 or use a cloud that offers it",
+                wanted.join(", ")
+            ),
+        ));
+    }
+    for p in ports.iter_mut() {
+        p.fields.propagate_uplink_status = None;
+    }
+    Ok(())
+}
+
+/// Neutron attributes of a port body and the port fields of the spec they come from.
+const PORT_FIELDS: &[(&str, &str)] = &[
+    ("binding:profile", "profile"),
+    ("propagate_uplink_status", "propagateUplinkStatus"),
+    ("binding:vnic_type", "vnicType"),
+    ("binding:host_id", "hostID"),
+    ("allowed_address_pairs", "allowedAddressPairs"),
+    ("port_security_enabled", "disablePortSecurity"),
+    ("mac_address", "macAddress"),
+    ("fixed_ips", "fixedIPs"),
+    ("security_groups", "securityGroups"),
+];
+
+/// A port create Neutron refused as the spec's fault (400, or 403 by policy): a
+/// user error naming `ports[i]` and the field Neutron's answer names, with that
+/// answer; anything else as [`os`] maps it.
+fn port_refused(i: usize, e: stackhook_openstack::OsError) -> InfraError {
+    let message = e.message();
+    let field = PORT_FIELDS
+        .iter()
+        .find(|(attribute, _)| message.contains(attribute))
+        .map_or_else(|| format!("ports[{i}]"), |(_, f)| format!("ports[{i}].{f}"));
+    crate::infra::cluster::refused("PortCreateFailed", &field, "the port", e)
+}
+
+/// The `subnet_id` of an API load balancer member, as CAPO gives it: the cluster's
+/// first subnet when the VIP is on another network (`apiServerLoadBalancer.network`),
+/// so Octavia reaches the member there; none when they share the network.
+fn member_subnet(cluster: Option<&crate::infra::api::OpenStackClusterStatus>) -> Option<String> {
+    let cluster = cluster?;
+    let network = cluster.network.as_ref()?;
+    let lb_network = cluster
+        .api_server_load_balancer
+        .as_ref()?
+        .load_balancer_network
+        .as_ref()?;
+    if lb_network.network.id.is_empty() || lb_network.network.id == network.network.id {
+        return None;
+    }
+    network.subnets.first().map(|s| s.id.clone())
 }
 
 /// CAPO's `status.addresses`: the ports' fixed IPs as InternalIP, the server name
@@ -1867,6 +1992,167 @@ mod tests {
             let body = port_body(&given);
             assert!(has(&body, path), "{field} set: {body}");
         }
+    }
+
+    #[test]
+    fn the_binding_profile_and_uplink_status_go_in_as_capo_sends_them() {
+        let base = ResolvedPortSpec {
+            name: "m-0".into(),
+            network_id: "net".into(),
+            ..Default::default()
+        };
+        let profile = |ovs, trusted| {
+            let mut p = base.clone();
+            p.fields.profile = Some(BindingProfile {
+                ovs_hw_offload: ovs,
+                trusted_vf: trusted,
+            });
+            port_body(&p)
+        };
+        assert_eq!(
+            profile(Some(true), None)["binding:profile"],
+            json!({"capabilities": ["switchdev"]})
+        );
+        assert_eq!(
+            profile(None, Some(true))["binding:profile"],
+            json!({"trusted": true})
+        );
+        assert_eq!(
+            profile(Some(true), Some(true))["binding:profile"],
+            json!({"capabilities": ["switchdev"], "trusted": true})
+        );
+        // Nothing true: no binding:profile at all, as CAPO leaves it out.
+        for (ovs, trusted) in [(None, None), (Some(false), Some(false))] {
+            assert!(profile(ovs, trusted).get("binding:profile").is_none());
+        }
+        assert!(port_body(&base).get("binding:profile").is_none());
+
+        assert!(port_body(&base).get("propagate_uplink_status").is_none());
+        for v in [true, false] {
+            let mut p = base.clone();
+            p.fields.propagate_uplink_status = Some(v);
+            assert_eq!(port_body(&p)["propagate_uplink_status"], json!(v));
+        }
+    }
+
+    #[test]
+    fn uplink_status_without_the_extension_is_refused_or_left_out() {
+        let port = |v| ResolvedPortSpec {
+            fields: ResolvedPortSpecFields {
+                propagate_uplink_status: v,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        // With the extension: untouched.
+        let mut ports = vec![port(Some(true)), port(Some(false))];
+        uplink_status_where_supported(&mut ports, true).unwrap();
+        assert_eq!(ports[0].fields.propagate_uplink_status, Some(true));
+        assert_eq!(ports[1].fields.propagate_uplink_status, Some(false));
+        // Without: `true` is refused, naming each port that asks for it.
+        let mut ports = vec![port(None), port(Some(true)), port(Some(false))];
+        match uplink_status_where_supported(&mut ports, false) {
+            Err(InfraError::User { reason, message }) => {
+                assert_eq!(reason, "UplinkStatusPropagationNotSupported");
+                assert!(
+                    message.starts_with("ports[1].propagateUplinkStatus: this Neutron has no uplink-status-propagation extension"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // `false` alone is what such a Neutron does: left out of the body.
+        let mut ports = vec![port(Some(false))];
+        uplink_status_where_supported(&mut ports, false).unwrap();
+        assert_eq!(ports[0].fields.propagate_uplink_status, None);
+        assert!(port_body(&ports[0])
+            .get("propagate_uplink_status")
+            .is_none());
+    }
+
+    #[test]
+    fn a_refused_port_names_the_field_neutron_names() {
+        let http = |status, message: &str| stackhook_openstack::OsError::Http {
+            service: "network".into(),
+            method: "POST".into(),
+            path: "/v2.0/ports".into(),
+            status,
+            message: message.into(),
+            retry_after: None,
+        };
+        let policy =
+            "(rule:create_port and rule:create_port:binding:profile) is disallowed by policy";
+        match port_refused(1, http(403, policy)) {
+            InfraError::User { reason, message } => {
+                assert_eq!(reason, "PortCreateFailed");
+                assert_eq!(
+                    message,
+                    format!("ports[1].profile: Neutron refused the port (HTTP 403, by policy): {policy}")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match port_refused(
+            0,
+            http(400, "Unrecognized attribute(s) 'propagate_uplink_status'"),
+        ) {
+            InfraError::User { message, .. } => {
+                assert!(
+                    message.starts_with("ports[0].propagateUplinkStatus: "),
+                    "{message}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        match port_refused(0, http(400, "Invalid input")) {
+            InfraError::User { message, .. } => {
+                assert!(message.starts_with("ports[0]: "), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            port_refused(0, http(503, "down")),
+            InfraError::Transient { .. }
+        ));
+    }
+
+    #[test]
+    fn members_name_the_cluster_subnet_only_off_the_cluster_network() {
+        use crate::infra::api::cluster::{
+            LoadBalancer, NetworkStatus, NetworkStatusWithSubnets, Subnet,
+        };
+        let net = |id: &str, subnets: &[&str]| NetworkStatusWithSubnets {
+            network: NetworkStatus {
+                id: id.into(),
+                ..Default::default()
+            },
+            subnets: subnets
+                .iter()
+                .map(|s| Subnet {
+                    id: (*s).into(),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        let status =
+            |lb_net: Option<NetworkStatusWithSubnets>| crate::infra::api::OpenStackClusterStatus {
+                network: Some(Box::new(net("cluster", &["cs1", "cs2"]))),
+                api_server_load_balancer: Some(Box::new(LoadBalancer {
+                    load_balancer_network: lb_net.map(Box::new),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            };
+        assert_eq!(
+            member_subnet(Some(&status(Some(net("vip", &["vs1"]))))),
+            Some("cs1".into())
+        );
+        assert_eq!(
+            member_subnet(Some(&status(Some(net("cluster", &["cs1"]))))),
+            None
+        );
+        assert_eq!(member_subnet(Some(&status(None))), None);
+        assert_eq!(member_subnet(None), None);
     }
 
     #[test]
