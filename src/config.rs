@@ -183,7 +183,7 @@ pub struct ServeArgs {
     pub controller_concurrency: u16,
     /// Objects per list request while the watches fill their caches: each watch holds
     /// at most one page of whole objects at a time.
-    #[arg(long, env = "STACKHOOK_WATCH_PAGE_SIZE", default_value_t = crate::controller::watch::PAGE_SIZE,
+    #[arg(long, env = "STACKHOOK_WATCH_PAGE_SIZE", default_value_t = crate::kubernetes::watch::PAGE_SIZE,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub watch_page_size: u32,
     /// `User-Agent` of every OpenStack request, so the cloud's API logs tell this

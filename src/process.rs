@@ -18,9 +18,7 @@ use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::config::{HandlerConfig, ServeArgs};
-use crate::controller::capi::CapiResources;
 use crate::controller::cluster::{self, ClusterContext, Timing};
-use crate::controller::leader::{self, LeaderElector, LeaseSettings};
 use crate::controller::machine::{self, MachineContext};
 use crate::controller::template::{self, TemplateContext};
 use crate::controller::{cache, cloud, ControllerConfig, StartError};
@@ -30,6 +28,8 @@ use crate::hooks::openstack::creation::CreateCheck;
 use crate::hooks::openstack::topology::{LookupCache, Mode, TopologyChecks, TopologySettings};
 use crate::hooks::openstack::{self, CloudHooks};
 use crate::hooks::{hold::HoldHandler, ClusterResults, Registry};
+use crate::kubernetes::capi::CapiResources;
+use crate::kubernetes::leader::{self, LeaderElector, LeaseSettings};
 use crate::metrics::{ControllerMetrics, Metrics};
 use crate::mgmt::capi_version;
 use crate::sdk::CapiVersion;
@@ -238,7 +238,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
     // Started after both listeners are bound, so a bind failure exits before any
     // Lease is taken.
     if let Some(cfg) = &cfg {
-        crate::controller::watch::set_page_size(cfg.watch_page_size);
+        crate::kubernetes::watch::set_page_size(cfg.watch_page_size);
     }
     let watch = match (&cfg, &kube) {
         (Some(cfg), Some(client)) => Some(tokio::spawn(cache::run(

@@ -827,6 +827,150 @@ impl std::fmt::Display for PhaseReport {
     }
 }
 
+/// What CAPI's ClusterResourceSet controller applied to the stand-in for cluster
+/// `name`, checked against the cloud: `cloud-config` with the cluster's subnet and
+/// floating network, the CCM at `ccm_tag`, Cinder CSI with one StorageClass per
+/// volume type the project sees, and Cilium; every resource Secret applied with
+/// its current content. Returns the CCM resource's hash in the binding.
+async fn assert_addons_applied(w: &World, ns: &str, name: &str, ccm_tag: &str) -> String {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+    use stackhook_openstack::blockstorage::BlockStorage;
+    let standin = w.bed.standin_client().await;
+    let ds: Api<DaemonSet> = Api::namespaced(standin.clone(), "kube-system");
+    let applied = poll(Duration::from_secs(180), async || {
+        ds.get_opt("openstack-cloud-controller-manager")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|d| d.spec?.template.spec?.containers.first()?.image.clone())
+            .is_some_and(|i| i.ends_with(ccm_tag))
+    })
+    .await;
+    if !applied {
+        w.dump(ns).await;
+    }
+    assert!(applied, "no CCM {ccm_tag} in the stand-in for {name}");
+    let osc: Api<DynamicObject> = Api::namespaced_with(
+        w.client().await,
+        ns,
+        &capi::infra("OpenStackCluster", "openstackclusters"),
+    );
+    let osc = osc
+        .list(&ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={name}")))
+        .await
+        .expect("OpenStackClusters")
+        .items
+        .pop()
+        .expect("the cluster's OpenStackCluster");
+    let subnet = osc.data["status"]["network"]["subnets"][0]["id"]
+        .as_str()
+        .expect("subnet in status")
+        .to_string();
+    let secrets: Api<Secret> = Api::namespaced(standin.clone(), "kube-system");
+    let conf = secrets
+        .get("cloud-config")
+        .await
+        .expect("kube-system/cloud-config");
+    let conf = String::from_utf8(conf.data.expect("data")["cloud.conf"].0.clone()).expect("utf-8");
+    for want in [
+        format!("subnet-id = \"{subnet}\""),
+        format!("floating-network-id = \"{}\"", w.external_network),
+        format!(
+            "network-id = \"{}\"",
+            osc.data["status"]["network"]["id"].as_str().unwrap_or("?")
+        ),
+    ] {
+        assert!(conf.contains(&want), "{want} not in cloud.conf:\n{conf}");
+    }
+    let ccm = ds
+        .get("openstack-cloud-controller-manager")
+        .await
+        .expect("CCM DaemonSet");
+    let args = ccm.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        args.contains(&format!("--cluster-name={name}")),
+        "the CCM is not named for the cleanup: {args:?}"
+    );
+    assert!(ds
+        .get_opt("csi-cinder-nodeplugin")
+        .await
+        .expect("get")
+        .is_some());
+    assert!(
+        ds.get_opt("cilium").await.expect("get").is_some(),
+        "no Cilium agent"
+    );
+    let drivers: Api<CSIDriver> = Api::all(standin.clone());
+    assert!(drivers
+        .get_opt("cinder.csi.openstack.org")
+        .await
+        .expect("get")
+        .is_some());
+    let os = checker(&cloud::clouds_yaml().expect("clouds.yaml"));
+    let types = os.block_storage.volume_types().await.expect("volume types");
+    let classes: Api<StorageClass> = Api::all(standin);
+    let have: BTreeSet<String> = classes
+        .list(&ListParams::default())
+        .await
+        .expect("StorageClasses")
+        .items
+        .into_iter()
+        .filter(|c| c.provisioner == "cinder.csi.openstack.org")
+        .filter_map(|c| c.parameters?.get("type").cloned())
+        .collect();
+    let want: BTreeSet<String> = types.into_iter().map(|t| t.name).collect();
+    assert!(want.len() >= 2, "the test cloud has volume types: {want:?}");
+    assert_eq!(have, want, "one StorageClass per volume type");
+    // CAPI's binding records every resource Secret applied, with its current content.
+    let rs_api = stackhook::kubernetes::resource_set::ResourceSetApi::discover(&w.client().await)
+        .await
+        .expect("discovery")
+        .expect("CAPI serves addons.cluster.x-k8s.io");
+    let bindings: Api<DynamicObject> = Api::namespaced_with(w.client().await, ns, &rs_api.binding);
+    let rs_secrets: Api<Secret> = Api::namespaced(w.client().await, ns);
+    let mut ccm_hash = String::new();
+    let current = poll(Duration::from_secs(60), async || {
+        let Ok(b) = bindings.get(name).await else {
+            return false;
+        };
+        let applied =
+            stackhook::kubernetes::resource_set::applied_hashes(&b.data, &format!("{name}-addons"));
+        let mut all = true;
+        for part in ["cloud-config", "ccm", "cinder-csi", "cni"] {
+            let secret = format!("{name}-addons-{part}");
+            let Ok(s) = rs_secrets.get(&secret).await else {
+                return false;
+            };
+            let data: BTreeMap<String, String> = s
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                .collect();
+            let hash = stackhook::addons::Rendered::hash(&data);
+            all &= applied.get(&secret) == Some(&hash);
+            if part == "ccm" {
+                ccm_hash = hash;
+            }
+        }
+        all
+    })
+    .await;
+    assert!(
+        current,
+        "the binding does not show every addon applied with its current content"
+    );
+    w.step(&format!(
+        "addons applied to the stand-in: CCM {ccm_tag}, CSI, {} StorageClasses, Cilium",
+        have.len()
+    ));
+    ccm_hash
+}
+
 fn checker(clouds_path: &std::path::Path) -> stackhook_openstack::Clients {
     infra::checker(
         &std::fs::read(clouds_path).expect("clouds.yaml"),
@@ -1037,6 +1181,10 @@ async fn whole_life(release: Release) {
     w.wait_workers(&ns, name, 1).await;
     phases.push(w.end(phase).await);
 
+    let phase = w.begin("addons applied by CAPI's ClusterResourceSet").await;
+    let addons_hash = assert_addons_applied(&w, &ns, name, ":v1.33.1").await;
+    phases.push(w.end(phase).await);
+
     // Steady state: nothing changes, so nothing is written to the cloud.
     let phase = w.begin("steady state (30 s)").await;
     tokio::time::sleep(Duration::from_secs(30)).await;
@@ -1174,7 +1322,16 @@ async fn whole_life(release: Release) {
 
     let member = cloud::entry(cloud::MEMBER).expect("member");
     if chained {
-        chained_upgrade(&w, &member, &ns, name, (&mid, &top), &mut phases).await;
+        chained_upgrade(
+            &w,
+            &member,
+            &ns,
+            name,
+            (&mid, &top),
+            &mut phases,
+            &addons_hash,
+        )
+        .await;
     } else {
         // An upgrade to a version Glance has no image for is held by the preflight,
         // with its message in the Cluster's conditions.
@@ -1265,6 +1422,7 @@ async fn chained_upgrade(
     name: &str,
     (mid, top): (&str, &str),
     phases: &mut Vec<PhaseReport>,
+    addons_hash: &str,
 ) {
     let phase = w
         .begin("chained upgrade: held for the middle version's image")
@@ -1288,6 +1446,13 @@ async fn chained_upgrade(
         w.kcp_field(ns, "/spec/version").await,
         "v1.33.1",
         "the control plane moved while the preflight held it"
+    );
+    // The Cluster asks for the new version, but the control plane is not there: the
+    // addons stay at its minor.
+    assert_eq!(
+        assert_addons_applied(w, ns, name, ":v1.33.1").await,
+        addons_hash,
+        "the CCM moved before the control plane did"
     );
     phases.push(w.end(phase).await);
 
@@ -1393,6 +1558,16 @@ async fn chained_upgrade(
         "{calls:?}"
     );
     assert_eq!(calls.get("GenerateUpgradePlan/failure"), None, "{calls:?}");
+    // AfterControlPlaneUpgrade moved the CCM and CSI with the control plane and
+    // held until CAPI had applied them.
+    let upgraded = assert_addons_applied(w, ns, name, ":v1.35.0").await;
+    assert_ne!(upgraded, addons_hash);
+    let moved = w
+        .stackhook_logs()
+        .iter()
+        .filter(|l| l["message"] == "addons moved to the control plane's version")
+        .count();
+    assert!(moved >= 1, "the upgrade hook never moved the addons");
     assert_eq!(capi::delete_images(member, mid).await, 1);
     assert_eq!(capi::delete_images(member, top).await, 1);
     phases.push(w.end(phase).await);
@@ -1799,6 +1974,33 @@ async fn magnum_shape(release: Release) {
         w.servers(name).await
     );
     w.step("magnum: control plane and worker servers ACTIVE, Nodes matched");
+    // The driver installs its own CCM and CSI: two would fight over the nodes.
+    if let Some(rs) =
+        stackhook::kubernetes::resource_set::ResourceSetApi::discover(&w.client().await)
+            .await
+            .expect("discovery")
+    {
+        let sets: Api<DynamicObject> = Api::namespaced_with(w.client().await, ns, &rs.resource_set);
+        let found = sets.list(&ListParams::default()).await.expect("list").items;
+        assert!(
+            found.is_empty(),
+            "addons for a Magnum cluster: {:?}",
+            found
+                .iter()
+                .map(|o| o.metadata.name.clone())
+                .collect::<Vec<_>>()
+        );
+        let secrets: Api<Secret> = Api::namespaced(w.client().await, ns);
+        let addon_secrets = secrets
+            .list(&ListParams::default().labels(stackhook::kubernetes::resource_set::SECRET_LABEL))
+            .await
+            .expect("list")
+            .items;
+        assert!(
+            addon_secrets.is_empty(),
+            "addons Secrets for a Magnum cluster"
+        );
+    }
     println!("  {}", w.end(phase).await);
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(w.client().await, ns, &capi::clusters(release));

@@ -13,7 +13,6 @@ use kube::runtime::controller::Action;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 
-use stackhook::controller::capi::CapiResources;
 use stackhook::controller::cluster::{reconcile, ClusterContext, Timing};
 use stackhook::hooks::ClusterResults;
 use stackhook::infra::api::cluster::NetworkStatusWithSubnets;
@@ -24,6 +23,7 @@ use stackhook::infra::seam::{
     ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
     StatusSink,
 };
+use stackhook::kubernetes::capi::CapiResources;
 use stackhook::metrics::ControllerMetrics;
 
 const NS: &str = "ns";
@@ -542,7 +542,7 @@ async fn endpoint_already_set_is_not_rewritten() {
         &serde_json::from_value(osm_list()["items"][0].clone()).unwrap(),
     )
     .unwrap()];
-    let want = stackhook::controller::bootstrap_vars::desired(&updated, "prod", &machines).unwrap();
+    let want = stackhook::kubernetes::bootstrap_vars::desired(&updated, "prod", &machines).unwrap();
     have["metadata"]["labels"] = json!(want.metadata.labels);
     have["metadata"]["ownerReferences"] = json!(want.metadata.owner_references);
     have["data"] = json!(want.data);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use apiserver::{pair, status_error};
 use serde_json::{json, Value};
 
-use stackhook::controller::leader::{Attempt, LeaderElector, LeaseSettings};
+use stackhook::kubernetes::leader::{Attempt, LeaderElector, LeaseSettings};
 
 const LEASE_PATH: &str =
     "/apis/coordination.k8s.io/v1/namespaces/stackhook-system/leases/stackhook-controllers";
@@ -229,7 +229,7 @@ mod running {
     use std::sync::Arc;
 
     use prometheus_client::metrics::gauge::Gauge;
-    use stackhook::controller::leader::{run_elected, stopped};
+    use stackhook::kubernetes::leader::{run_elected, stopped};
     use tokio::sync::watch;
 
     fn fast(retry_ms: u64) -> LeaseSettings {

@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
-use stackhook::controller::capi::CapiResources;
 use stackhook::controller::cluster::Timing;
 use stackhook::controller::machine::{self, MachineContext};
 use stackhook::infra::api::{OpenStackMachine, OpenStackMachineStatus};
@@ -23,6 +22,7 @@ use stackhook::infra::seam::{
     DeleteProgress, IdentitySecret, InfraError, MachineInfra, MachineOutcome, MachineScope,
     StatusSink,
 };
+use stackhook::kubernetes::capi::CapiResources;
 use stackhook::metrics::ControllerMetrics;
 
 const CAPI_RELEASE: &str = "cluster-api-v1.13.5";

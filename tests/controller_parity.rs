@@ -22,9 +22,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
-use stackhook::controller::capi::CapiResources;
 use stackhook::controller::cluster::{self, ClusterContext, Timing};
-use stackhook::controller::leader::{lease_name, Attempt, LeaderElector, LeaseSettings};
 use stackhook::controller::machine::{self, MachineContext};
 use stackhook::hooks::results::ClusterResults;
 use stackhook::infra::api::{
@@ -34,6 +32,8 @@ use stackhook::infra::seam::{
     ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, IdentitySecret, InfraError,
     MachineInfra, MachineOutcome, MachineScope, StatusSink,
 };
+use stackhook::kubernetes::capi::CapiResources;
+use stackhook::kubernetes::leader::{lease_name, Attempt, LeaderElector, LeaseSettings};
 use stackhook::metrics::ControllerMetrics;
 
 const CAPI_RELEASE: &str = "cluster-api-v1.13.5";

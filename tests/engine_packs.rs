@@ -208,6 +208,7 @@ fn embedded_packs_load_and_are_served() {
         e.handlers().generate_patches,
         [
             "generate-patches",
+            "addons-v1-generate-patches",
             "cilium-generate-patches",
             "magnum-v1-generate-patches",
             "networking-v1-generate-patches",

@@ -273,8 +273,8 @@ async fn every_hook_answers_correctly_on_both_protocols() {
             .packs()
             .len();
         assert_eq!(
-            packs, 6,
-            "cilium, magnum-v1, networking-v1, openstack, openstack-v1, vip-v1"
+            packs, 7,
+            "addons-v1, cilium, magnum-v1, networking-v1, openstack, openstack-v1, vip-v1"
         );
         assert_eq!(resp["handlers"].as_array().unwrap().len(), 16 + packs * 3);
     }

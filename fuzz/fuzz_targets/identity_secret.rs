@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use k8s_openapi::api::core::v1::Secret;
 use libfuzzer_sys::fuzz_target;
 use secrecy::ExposeSecret;
-use stackhook::controller::identity::identity_from_secret;
+use stackhook::kubernetes::identity::identity_from_secret;
 use stackhook::infra::api::types::OpenStackIdentityReference;
 use stackhook::infra::api::{OpenStackCluster, OpenStackClusterSpec};
 use stackhook::infra::seam::IdentitySecret;

@@ -103,10 +103,13 @@ pub async fn run(
     };
     // Lists in the controllers' page size: pages of whole objects are most of the
     // memory while the lists run.
-    let cluster_events = watcher::watcher(clusters, super::watch::config()).default_backoff();
-    let machine_events =
-        watcher::watcher(machines, super::watch::config().labels(CLUSTER_NAME_LABEL))
-            .default_backoff();
+    let cluster_events =
+        watcher::watcher(clusters, crate::kubernetes::watch::config()).default_backoff();
+    let machine_events = watcher::watcher(
+        machines,
+        crate::kubernetes::watch::config().labels(CLUSTER_NAME_LABEL),
+    )
+    .default_backoff();
     let feed_clusters = {
         let results = results.clone();
         let mut feed = ClusterFeed::default();

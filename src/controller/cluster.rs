@@ -26,21 +26,24 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::backoff::Backoff;
-use super::bootstrap_vars::{self, SecretChange};
-use super::capi::{self, CapiResources};
 use super::converged::{self, Converged};
 use super::driver::{self, set_finalizers};
-use super::identity::{read_identity, IdentityError};
 use super::image::{self, ImageRefPass};
 use super::status::PatchStatusSink;
-use super::watch;
+use crate::addons::install::{self, ClusterFacts, InstallError};
 use crate::hooks::results::{ClusterResult, ClusterResults};
 use crate::infra::api::names::{conditions, CLUSTER_FINALIZER, CLUSTER_NAME_LABEL};
 use crate::infra::api::types::ApiEndpoint;
 use crate::infra::api::{cluster::ClusterInitialization, OpenStackCluster, OpenStackMachine};
 use crate::infra::bootstrap::{self, MachineFacts};
 use crate::infra::conditions::{self as cond, Severity};
+use crate::infra::seam::IdentitySecret;
 use crate::infra::seam::{ClusterInfra, ClusterOutcome, ClusterScope, DeleteProgress, InfraError};
+use crate::kubernetes::bootstrap_vars::{self, SecretChange};
+use crate::kubernetes::capi::{self, CapiResources};
+use crate::kubernetes::identity::{read_identity, IdentityError};
+use crate::kubernetes::resource_set::{self, ResourceSetApi};
+use crate::kubernetes::watch;
 use crate::metrics::{ControllerMetrics, ReconcileOutcome};
 
 /// Name of this controller in metrics and logs.
@@ -91,6 +94,8 @@ pub struct ClusterContext<I> {
     pub watch_filter: Option<String>,
     backoff: Backoff,
     converged: Converged,
+    /// CAPI's addons kinds, discovered at the first cluster with addons.
+    resource_sets: tokio::sync::OnceCell<Option<ResourceSetApi>>,
 }
 
 impl<I: ClusterInfra> ClusterContext<I> {
@@ -104,12 +109,13 @@ impl<I: ClusterInfra> ClusterContext<I> {
     ) -> ClusterContext<I> {
         let reporter = Reporter {
             controller: REPORTER.to_string(),
-            instance: super::leader::default_identity_host(),
+            instance: crate::kubernetes::leader::default_identity_host(),
         };
         ClusterContext {
             recorder: Recorder::new(client.clone(), reporter),
             backoff: Backoff::new(timing.backoff_base, timing.backoff_cap),
             converged: Converged::default(),
+            resource_sets: tokio::sync::OnceCell::new(),
             client,
             infra,
             capi,
@@ -258,7 +264,7 @@ async fn reconcile_inner<I: ClusterInfra>(
         // The write comes back as a watch event, which starts the real work.
         return Ok((Action::await_change(), ReconcileOutcome::skipped));
     }
-    apply(osc, ctx, &api, scope).await
+    apply(osc, ctx, &api, scope, cluster.as_ref()).await
 }
 
 async fn apply<I: ClusterInfra>(
@@ -266,6 +272,7 @@ async fn apply<I: ClusterInfra>(
     ctx: &ClusterContext<I>,
     api: &Api<OpenStackCluster>,
     scope: ClusterScope,
+    cluster: Option<&DynamicObject>,
 ) -> Result<(Action, ReconcileOutcome), ReconcileError> {
     let name = osc.name_any();
     let sink = PatchStatusSink::new(api.clone(), &name, osc.status.as_ref())
@@ -384,6 +391,44 @@ async fn apply<I: ClusterInfra>(
             .get_or_insert_with(ClusterInitialization::default)
             .provisioned = Some(true);
     }
+    if let (Some(_), Some(cluster)) = (
+        updated
+            .spec
+            .extensions
+            .as_ref()
+            .and_then(|e| e.addons.as_ref()),
+        cluster,
+    ) {
+        let mut with_status = updated.clone();
+        with_status.status = Some(status.clone());
+        let result = addons_pass(ctx, &with_status, cluster, &scope, &identity).await;
+        match result {
+            Ok(message) => {
+                cond::mark_true(&mut status.conditions, ADDONS_READY);
+                tracing::debug!(%message, "addons current");
+            }
+            Err(AddonsPass::Waiting(message)) => cond::mark_false(
+                &mut status.conditions,
+                ADDONS_READY,
+                "Waiting",
+                Severity::Info,
+                &message,
+            ),
+            Err(AddonsPass::Failed(message)) => {
+                tracing::warn!(%message, "addons not rendered");
+                cond::mark_false(
+                    &mut status.conditions,
+                    ADDONS_READY,
+                    "AddonsFailed",
+                    Severity::Warning,
+                    &message,
+                )
+            }
+            Err(AddonsPass::Kube(e)) => return Err(e.into()),
+        }
+    } else {
+        status.conditions.retain(|c| c.type_ != ADDONS_READY);
+    }
     sink.write(&status).await?;
     updated.status = Some(status);
     let left = converged::inputs(&updated, &identity);
@@ -412,6 +457,78 @@ async fn apply<I: ClusterInfra>(
     }
     let action = Action::requeue(outcome.requeue_after.unwrap_or(ctx.timing.resync));
     Ok((action, ReconcileOutcome::success))
+}
+
+/// The OpenStackCluster's condition about its addons' resource set.
+pub const ADDONS_READY: &str = "AddonsReady";
+
+enum AddonsPass {
+    Waiting(String),
+    Failed(String),
+    Kube(kube::Error),
+}
+
+/// Keeps the addons' ClusterResourceSet current with the cloud's facts. The
+/// Kubernetes version stays the recorded one: for a topology Cluster only the
+/// AfterControlPlaneUpgrade hook moves it.
+async fn addons_pass<I: ClusterInfra>(
+    ctx: &ClusterContext<I>,
+    osc: &OpenStackCluster,
+    cluster: &DynamicObject,
+    scope: &ClusterScope,
+    identity: &IdentitySecret,
+) -> Result<String, AddonsPass> {
+    if osc.status.as_ref().is_none_or(|s| !s.ready) {
+        return Err(AddonsPass::Waiting(
+            "waiting for the cluster's network and endpoint".into(),
+        ));
+    }
+    let api = ctx
+        .resource_sets
+        .get_or_try_init(|| ResourceSetApi::discover(&ctx.client))
+        .await
+        .map_err(AddonsPass::Kube)?;
+    let Some(api) = api else {
+        return Err(AddonsPass::Failed(format!(
+            "the API server does not serve {}: CAPI's ClusterResourceSet CRDs are missing",
+            resource_set::GROUP
+        )));
+    };
+    let addons = osc
+        .spec
+        .extensions
+        .as_ref()
+        .and_then(|e| e.addons.clone())
+        .unwrap_or_default();
+    let facts = ctx
+        .infra
+        .addon_facts(identity, addons.cinder_csi())
+        .await
+        .map_err(|e| AddonsPass::Failed(e.to_string()))?;
+    let provider = capi::cloud_provider_cluster_name(osc, &cluster.data, &scope.cluster_name);
+    let mut cluster_json = cluster.data.clone();
+    cluster_json["metadata"] = serde_json::to_value(&cluster.metadata).unwrap_or_default();
+    let facts_of_cluster = ClusterFacts::of(&cluster_json, &scope.cluster_name, provider);
+    match install::ensure(&ctx.client, api, osc, &facts_of_cluster, &facts, None).await {
+        Ok(done) => {
+            if !done.changes.is_empty() {
+                tracing::info!(
+                    written = ?done.changes.written,
+                    removed = ?done.changes.removed,
+                    kubernetes = %done.kubernetes_version,
+                    "addons resource set written"
+                );
+            }
+            Ok(format!(
+                "addons for Kubernetes {} in ClusterResourceSet {}",
+                done.kubernetes_version,
+                crate::addons::resource_set_name(&scope.cluster_name)
+            ))
+        }
+        Err(InstallError::Kube(e)) => Err(AddonsPass::Kube(e)),
+        Err(e @ InstallError::NoVersion) => Err(AddonsPass::Waiting(e.to_string())),
+        Err(e) => Err(AddonsPass::Failed(e.to_string())),
+    }
 }
 
 /// While the bastion's ORC Image is not available (the machines' wait, too).
@@ -479,6 +596,28 @@ async fn cleanup<I: ClusterInfra>(
     };
     match ctx.infra.delete(&scope, osc, &identity, &sink).await {
         Ok(DeleteProgress::Done) => {
+            if osc
+                .spec
+                .extensions
+                .as_ref()
+                .and_then(|e| e.addons.as_ref())
+                .is_some()
+            {
+                let rs = ctx
+                    .resource_sets
+                    .get_or_try_init(|| ResourceSetApi::discover(&ctx.client))
+                    .await?;
+                let n = resource_set::remove(
+                    &ctx.client,
+                    rs.as_ref(),
+                    &scope.namespace,
+                    &scope.cluster_name,
+                )
+                .await?;
+                if n > 0 {
+                    tracing::info!(objects = n, "addons resource set removed");
+                }
+            }
             set_finalizers(api, osc, |f| f.retain(|x| x != CLUSTER_FINALIZER)).await?;
             ctx.results.remove(&scope.namespace, &name);
             tracing::info!("cloud resources deleted; finalizer removed");
@@ -545,7 +684,8 @@ pub async fn run<I: ClusterInfra>(
         };
     // Only the Secrets this controller writes, and only their metadata: an edit or a
     // deletion is what starts a pass, and their data stays out of this process.
-    let secrets = watch::labelled_metadata(secret_api, bootstrap::SECRET_LABEL);
+    let secrets = watch::labelled_metadata(secret_api.clone(), bootstrap::SECRET_LABEL);
+    let addon_secrets = watch::labelled_metadata(secret_api, resource_set::SECRET_LABEL);
     let (cache, oscs) = watch::cached(osc_api, ctx.watch_filter.as_deref());
     let clusters = watch::metadata(client, namespace, &ctx.capi.cluster);
     let owned = cache.clone();
@@ -564,6 +704,7 @@ pub async fn run<I: ClusterInfra>(
             ctx.capi.cluster.clone(),
         )
         .owns_stream(secrets)
+        .owns_stream(addon_secrets)
         .watches_with(
             osm_api,
             (),

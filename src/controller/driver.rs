@@ -41,7 +41,7 @@ pub enum ReconcileError {
     #[error("object has no namespace")]
     NoNamespace,
     #[error("bootstrap vars: {0}")]
-    BootstrapVars(#[from] super::bootstrap_vars::VarsError),
+    BootstrapVars(#[from] crate::kubernetes::bootstrap_vars::VarsError),
 }
 
 /// An API server refusal as one line (`409 Conflict: <message>`); kube's own

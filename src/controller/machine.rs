@@ -20,14 +20,11 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::backoff::Backoff;
-use super::capi::{self, CapiResources};
 use super::capo_server;
 use super::cluster::Timing;
 use super::driver::{self, set_finalizers};
-use super::identity::{read_identity, IdentityError};
 use super::image::{self, ImageRefPass};
 use super::status::PatchStatusSink;
-use super::watch;
 use crate::infra::api::machine::MachineInitialization;
 use crate::infra::api::names::{
     conditions, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_FINALIZER,
@@ -35,6 +32,9 @@ use crate::infra::api::names::{
 use crate::infra::api::{OpenStackCluster, OpenStackMachine, OpenStackMachineStatus};
 use crate::infra::conditions::{self as cond, Severity};
 use crate::infra::seam::{DeleteProgress, InfraError, MachineInfra, MachineScope, SinkError};
+use crate::kubernetes::capi::{self, CapiResources};
+use crate::kubernetes::identity::{read_identity, IdentityError};
+use crate::kubernetes::watch;
 use crate::metrics::{ControllerMetrics, ReconcileOutcome};
 
 /// Name of this controller in metrics and logs.
@@ -74,7 +74,7 @@ impl<I: MachineInfra> MachineContext<I> {
     ) -> MachineContext<I> {
         let reporter = Reporter {
             controller: REPORTER.to_string(),
-            instance: super::leader::default_identity_host(),
+            instance: crate::kubernetes::leader::default_identity_host(),
         };
         MachineContext {
             recorder: Recorder::new(client.clone(), reporter),

@@ -4,21 +4,16 @@
 //! publish into the store the hook registry reads.
 
 pub mod backoff;
-pub mod bootstrap_vars;
 pub mod cache;
-pub mod capi;
 pub mod capo_server;
 pub mod cloud;
 pub mod cluster;
 pub mod converged;
 pub mod driver;
-pub mod identity;
 pub mod image;
-pub mod leader;
 pub mod machine;
 pub mod status;
 pub mod template;
-pub mod watch;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -94,7 +89,7 @@ pub enum StartError {
     #[error("building the Kubernetes client: {0}")]
     Client(#[source] kube::Error),
     #[error("leader election: {0}")]
-    Lease(#[from] leader::LeaseSettingsError),
+    Lease(#[from] crate::kubernetes::leader::LeaseSettingsError),
 }
 
 /// The Kubernetes client: `--kubeconfig`, else `$KUBECONFIG` or

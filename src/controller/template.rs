@@ -20,12 +20,9 @@ use stackhook_openstack::compute::Compute;
 use stackhook_openstack::ClientCache;
 
 use super::backoff::Backoff;
-use super::capi::CapiResources;
 use super::cluster::Timing;
 use super::driver::{self, ReconcileError};
-use super::identity::{read_identity, IdentityError};
 use super::image::{resolve_image_ref, ImageRefState};
-use super::watch;
 use crate::infra::api::names::CLUSTER_NAME_LABEL;
 use crate::infra::api::{
     OpenStackCluster, OpenStackMachineTemplate, OpenStackMachineTemplateStatus,
@@ -33,6 +30,9 @@ use crate::infra::api::{
 use crate::infra::cluster::CloudSource;
 use crate::infra::machine::resolve_image;
 use crate::infra::seam::InfraError;
+use crate::kubernetes::capi::CapiResources;
+use crate::kubernetes::identity::{read_identity, IdentityError};
+use crate::kubernetes::watch;
 use crate::metrics::{ControllerMetrics, ReconcileOutcome};
 
 /// Name of this controller in metrics and logs.

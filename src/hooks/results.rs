@@ -13,11 +13,11 @@ use std::sync::{Arc, RwLock};
 
 use kube::ResourceExt;
 
-use crate::controller::capi;
 use crate::infra::api::extensions::ClusterStatusExtensions;
 use crate::infra::api::names::CLUSTER_NAME_LABEL;
 use crate::infra::api::OpenStackCluster;
 use crate::infra::bootstrap::MachineFacts;
+use crate::kubernetes::capi;
 
 /// The latest state of one OpenStackCluster.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -51,7 +51,7 @@ impl StoredCluster {
     /// Keeps `osc` without its managed fields and kubectl's last-applied copy.
     pub fn new(osc: &OpenStackCluster) -> Result<StoredCluster, serde_json::Error> {
         let mut object = osc.clone();
-        crate::controller::watch::trim(&mut object);
+        crate::kubernetes::watch::trim(&mut object);
         Ok(StoredCluster(serde_json::to_string(&object)?.into()))
     }
 

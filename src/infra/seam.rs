@@ -116,6 +116,22 @@ pub trait ClusterInfra: Send + Sync + 'static {
         identity: &IdentitySecret,
         sink: &impl StatusSink,
     ) -> impl Future<Output = Result<DeleteProgress, InfraError>> + Send;
+
+    /// What the cluster's addons need from the cloud: the parsed identity and,
+    /// for the CSI driver's StorageClasses, the project's volume types.
+    fn addon_facts(
+        &self,
+        identity: &IdentitySecret,
+        with_volume_types: bool,
+    ) -> impl Future<Output = Result<crate::addons::install::CloudFacts, InfraError>> + Send {
+        let _ = (identity, with_volume_types);
+        async {
+            Err(InfraError::User {
+                reason: "AddonsUnsupported".into(),
+                message: "this infrastructure renders no addons".into(),
+            })
+        }
+    }
 }
 
 /// Facts the machine's cloud half needs from outside the OpenStackMachine: the CAPI

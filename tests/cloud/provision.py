@@ -219,6 +219,20 @@ def cinder_ready(c):
     wait_for("cinder-volume up in %s" % sorted(AZS), up, timeout=300, interval=2)
 
 
+# Volume types besides Cinder's own __DEFAULT__: the addons render a StorageClass per type.
+VOLUME_TYPES = {"standard": "HDD-backed volumes", "fast-ssd": "SSD-backed volumes"}
+
+
+def volume_types(c):
+    have = {t["name"] for t in c.get("volumev3", "/types")["volume_types"]}
+    for name, description in VOLUME_TYPES.items():
+        if name not in have:
+            log("create volume type", name)
+            c.post("volumev3", "/types", {"volume_type": {
+                "name": name, "description": description,
+                "os-volume-type-access:is_public": True}})
+
+
 def app_credential():
     path = os.path.join(STATE, "appcred.json")
     m = Client.password(MEMBER_USER, PW, MEMBER_PROJECT)
@@ -278,6 +292,7 @@ def resources():
     availability_zones(c)
     if WITH_CINDER:
         cinder_ready(c)
+        volume_types(c)
     clouds_yaml(app_credential())
     log("resources done")
 

@@ -562,7 +562,9 @@ NEEDED = {
     ("cluster.x-k8s.io", "clusters"): READ,
     ("cluster.x-k8s.io", "clusterclasses"): {"get"},
     ("cluster.x-k8s.io", "machines"): READ,
-    ("", "secrets"): READ | {"create", "update"},
+    ("", "secrets"): READ | {"create", "update", "delete"},
+    ("addons.cluster.x-k8s.io", "clusterresourcesets"): {"get", "create", "update", "delete"},
+    ("addons.cluster.x-k8s.io", "clusterresourcesetbindings"): {"get"},
     # A ClusterIdentity's namespaceSelector is matched against the namespace's labels.
     ("", "namespaces"): {"get"},
     # image.imageRef: the ORC Image's status.id.
@@ -582,8 +584,11 @@ CEILING = {
     ("cluster.x-k8s.io", "clusters"): READ,
     ("cluster.x-k8s.io", "clusterclasses"): {"get"},
     ("cluster.x-k8s.io", "machines"): READ,
-    # Written: only the <cluster>-bootstrap-vars Secrets; never deleted (owner GC).
-    ("", "secrets"): READ | {"create", "update", "patch"},
+    # Written: the <cluster>-bootstrap-vars and <cluster>-addons-* Secrets; addons
+    # Secrets are deleted with their cluster or when their addon is turned off.
+    ("", "secrets"): READ | {"create", "update", "patch", "delete"},
+    ("addons.cluster.x-k8s.io", "clusterresourcesets"): {"get", "create", "update", "delete"},
+    ("addons.cluster.x-k8s.io", "clusterresourcesetbindings"): {"get"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }

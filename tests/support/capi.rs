@@ -168,8 +168,9 @@ impl Bed {
         // Both API servers come up side by side: each spends most of its seconds waiting.
         let (mgmt, standin) = std::thread::scope(|s| {
             let mgmt = s.spawn(|| kube_server::start_own(kube_dir.clone(), "stackhook-capi-mgmt-"));
-            let standin =
-                s.spawn(|| kube_server::start_own(kube_dir.clone(), "stackhook-capi-workload-"));
+            let standin = s.spawn(|| {
+                kube_server::start_own_workload(kube_dir.clone(), "stackhook-capi-workload-")
+            });
             (
                 mgmt.join().expect("the management API server"),
                 standin.join().expect("the stand-in API server"),

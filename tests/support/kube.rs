@@ -211,13 +211,45 @@ pub fn api_server_alone() -> Result<ApiServer, String> {
 /// `STACKHOOK_E2E_KUBECONFIG` says: for tests that install webhooks or CRDs other
 /// tests must not see.
 pub fn start_own(kube_dir: PathBuf, prefix: &str) -> ApiServer {
+    start_own_with(kube_dir, prefix, false)
+}
+
+/// [`start_own`] for a stand-in workload API server: started as kubeadm starts a
+/// cluster's, with `--allow-privileged=true`, without which the API server refuses
+/// every privileged container (a CNI agent, a CSI node plugin).
+pub fn start_own_workload(kube_dir: PathBuf, prefix: &str) -> ApiServer {
+    start_own_with(kube_dir, prefix, true)
+}
+
+fn start_own_with(kube_dir: PathBuf, prefix: &str, privileged: bool) -> ApiServer {
     let state = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir()
         .expect("state dir");
     seed_from_cache(state.path());
+    let script = if privileged {
+        let text = std::fs::read_to_string(kube_dir.join("up")).expect("reading up");
+        let here = format!("HERE={}", kube_dir.display());
+        let edited = text
+            .replacen("HERE=$(cd \"$(dirname \"$0\")\" && pwd)", &here, 1)
+            .replacen(
+                "--authorization-mode RBAC",
+                "--authorization-mode RBAC --allow-privileged=true",
+                1,
+            );
+        assert!(
+            edited.contains(&here) && edited.contains("--allow-privileged=true"),
+            "{}/up no longer reads as expected: the stand-in cannot allow privileged pods",
+            kube_dir.display()
+        );
+        let path = state.path().join("up-workload");
+        std::fs::write(&path, edited).expect("writing up-workload");
+        path
+    } else {
+        kube_dir.join("up")
+    };
     let out = Command::new("bash")
-        .arg(kube_dir.join("up"))
+        .arg(script)
         .arg(state.path())
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())

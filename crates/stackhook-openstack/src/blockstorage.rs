@@ -179,6 +179,27 @@ pub trait BlockStorage: Send + Sync {
     /// Starts the deletion (`deleting`, then 404). Cinder answers 400 while
     /// the volume is attached or still `creating`.
     fn delete_volume(&self, id: &str) -> impl Future<Output = Result<(), OsError>> + Send;
+    /// The volume types the project may use.
+    fn volume_types(&self) -> impl Future<Output = Result<Vec<VolumeType>, OsError>> + Send;
+    /// The type a volume created without one gets (`GET /types/default`):
+    /// Cinder's `default_volume_type`, or the project's own default.
+    fn default_volume_type(&self) -> impl Future<Output = Result<VolumeType, OsError>> + Send;
+}
+
+/// A Cinder volume type (`GET /types`), which a StorageClass names as its `type`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct VolumeType {
+    pub id: String,
+    pub name: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub description: String,
+    /// Private types are visible only to the projects they were given to.
+    #[serde(default = "public", rename = "os-volume-type-access:is_public")]
+    pub is_public: bool,
+}
+
+fn public() -> bool {
+    true
 }
 
 /// The real Cinder client.
@@ -225,6 +246,18 @@ impl BlockStorage for Cinder {
     async fn delete_volume(&self, id: &str) -> Result<(), OsError> {
         let path = format!("/volumes/{id}");
         self.session.delete_path(SERVICE, &path).await
+    }
+
+    async fn volume_types(&self) -> Result<Vec<VolumeType>, OsError> {
+        self.session
+            .list_wrapped(SERVICE, "/types", "volume_types", &[])
+            .await
+    }
+
+    async fn default_volume_type(&self) -> Result<VolumeType, OsError> {
+        self.session
+            .get_wrapped(SERVICE, "/types/default", "volume_type")
+            .await
     }
 }
 

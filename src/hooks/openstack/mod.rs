@@ -9,16 +9,19 @@
 //! - `openstack-cleanup` (BeforeClusterDelete): the load balancers and volumes
 //!   the cluster's cloud provider created;
 //! - `bootstrap-vars` (AfterControlPlaneInitialized): the Secret the bootstrap
-//!   reads is current, and the Cluster gets an Event saying so.
+//!   reads is current, and the Cluster gets an Event saying so;
+//! - `addons` (AfterControlPlaneUpgrade): the CCM and CSI follow the control
+//!   plane to its new minor, applied by CAPI before the workers move ([`addons`]).
 //!
 //! Beside them, [`topology`] looks up the resources a Cluster's variables name for
 //! ValidateTopology.
 //!
 //! Every replica answers them from the store its own watch keeps
-//! (`controller::cache`), with the cluster's own credentials (the
+//! (`controller::cache`, through `kubernetes::watch`), with the cluster's own credentials (the
 //! OpenStackCluster's `identityRef`). Cloud work runs in the background
 //! ([`jobs`]); a call answers from the latest result or asks CAPI to come back.
 
+pub mod addons;
 pub mod cleanup;
 pub mod creation;
 pub mod jobs;
@@ -37,13 +40,13 @@ use stackhook_openstack::{ClientCache, Clients};
 
 use super::{Answer, LifecycleHandler, Registry};
 use crate::config::{ConfigError, ServeArgs};
-use crate::controller::bootstrap_vars::{self, SecretChange};
-use crate::controller::capi;
-use crate::controller::identity::read_identity;
 use crate::hooks::results::ClusterResults;
 use crate::infra::api::OpenStackCluster;
 use crate::infra::bootstrap;
 use crate::infra::cluster::CloudSource;
+use crate::kubernetes::bootstrap_vars::{self, SecretChange};
+use crate::kubernetes::capi;
+use crate::kubernetes::identity::read_identity;
 use crate::sdk::cluster::ClusterApiVersion;
 use crate::sdk::lifecycle::{LifecycleEvent, UpgradeVersions};
 use crate::sdk::Hook;
@@ -54,9 +57,7 @@ use preflight::ImageMatch;
 pub const SKIP_PREFLIGHT_ANNOTATION: &str = "hooks.stackhook.io/skip-upgrade-preflight";
 /// Cluster annotation that lets a deletion go ahead without the cleanup.
 pub const SKIP_CLEANUP_ANNOTATION: &str = "hooks.stackhook.io/skip-delete-cleanup";
-/// Label the Magnum driver puts on its Clusters; its cloud provider and CSI
-/// driver are started with this UUID as the cluster name.
-pub const MAGNUM_UUID_LABEL: &str = "cluster-uuid";
+pub use capi::MAGNUM_UUID_LABEL;
 
 /// How the cloud hooks behave; from the `serve` flags.
 #[derive(Clone, Debug)]
@@ -103,6 +104,8 @@ pub struct CloudHooks {
     recorder: Recorder,
     preflights: Jobs<Result<preflight::Report, String>>,
     cleanups: Jobs<Result<cleanup::Report, String>>,
+    /// CAPI's addons kinds, discovered at the first upgrade of a cluster with addons.
+    resource_sets: tokio::sync::OnceCell<Option<crate::kubernetes::resource_set::ResourceSetApi>>,
 }
 
 /// `reportingController` of the Events the hooks record.
@@ -132,7 +135,7 @@ impl CloudHooks {
     ) -> CloudHooks {
         let reporter = Reporter {
             controller: REPORTER.to_string(),
-            instance: crate::controller::leader::default_identity_host(),
+            instance: crate::kubernetes::leader::default_identity_host(),
         };
         CloudHooks {
             recorder: Recorder::new(client.clone(), reporter),
@@ -142,6 +145,7 @@ impl CloudHooks {
             settings,
             preflights: Jobs::new(),
             cleanups: Jobs::new(),
+            resource_sets: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -150,6 +154,7 @@ impl CloudHooks {
         registry.register(Arc::new(PreflightHandler(self.clone())));
         registry.register(Arc::new(CleanupHandler(self.clone())));
         registry.register(Arc::new(BootstrapVarsHandler(self.clone())));
+        registry.register(Arc::new(addons::AddonsHandler(self.clone())));
     }
 
     fn target(&self, event: &LifecycleEvent) -> Target {
@@ -190,25 +195,10 @@ impl CloudHooks {
     }
 }
 
-/// The name cloud-provider-openstack was given for this cluster: the
-/// OpenStackCluster's `spec.extensions.cloudProvider.clusterName`, else the
-/// Magnum UUID of a Magnum cluster, else the CAPI Cluster's name.
+/// The name cloud-provider-openstack was given for this cluster (see
+/// [`capi::cloud_provider_cluster_name`]).
 pub fn cloud_provider_cluster_name(osc: &OpenStackCluster, event: &LifecycleEvent) -> String {
-    osc.spec
-        .extensions
-        .as_ref()
-        .and_then(|e| e.cloud_provider.as_ref())
-        .and_then(|c| c.cluster_name.clone())
-        .or_else(|| {
-            event
-                .cluster
-                .raw()
-                .pointer(&format!("/metadata/labels/{MAGNUM_UUID_LABEL}"))
-                .and_then(|v| v.as_str())
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| event.cluster.name().to_string())
+    capi::cloud_provider_cluster_name(osc, event.cluster.raw(), event.cluster.name())
 }
 
 struct PreflightHandler(Arc<CloudHooks>);

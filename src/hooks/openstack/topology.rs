@@ -29,13 +29,13 @@ use stackhook_openstack::networking::{Network, Networking, Subnet};
 use stackhook_openstack::{ClientCache, Clients, OsError};
 
 use super::jobs::{Jobs, View};
-use crate::controller::identity::read_identity_secret;
 use crate::engine::cloud_checks::{
     cloud_label, problem, By, CloudPlan, CloudVerdict, Found, Lookup, ResourceKind,
     TopologyCloudCheck,
 };
 use crate::infra::api::types::{IdentityRefType, OpenStackIdentityReference};
 use crate::infra::cluster::CloudSource;
+use crate::kubernetes::identity::read_identity_secret;
 use crate::metrics::{CloudCheckLabels, CloudCheckResult};
 
 /// `--validate-cloud`: what ValidateTopology does with the cloud.
@@ -146,7 +146,7 @@ impl TopologyChecks {
             client.clone(),
             Reporter {
                 controller: super::REPORTER.to_string(),
-                instance: crate::controller::leader::default_identity_host(),
+                instance: crate::kubernetes::leader::default_identity_host(),
             },
         );
         TopologyChecks {

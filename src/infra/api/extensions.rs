@@ -28,6 +28,79 @@ pub struct ClusterSpecExtensions {
     /// name this cluster, so cleanup on deletion finds what they created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_provider: Option<CloudProviderSpec>,
+    /// The workload cluster's addons, installed through a ClusterResourceSet.
+    /// Unset: none (CAPO's objects, and Magnum's clusters, whose driver brings
+    /// its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addons: Option<AddonsSpec>,
+}
+
+/// Which addons the controller renders for the cluster; each is on unless
+/// turned off, once `addons` is there at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonsSpec {
+    /// The OpenStack cloud-controller-manager, which lifts the nodes'
+    /// `uninitialized` taint and serves Services of type LoadBalancer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_controller_manager: Option<AddonToggle>,
+    /// The Cinder CSI driver and a StorageClass per Cinder volume type.
+    #[serde(default, rename = "cinderCSI", skip_serializing_if = "Option::is_none")]
+    pub cinder_csi: Option<AddonToggle>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni: Option<CniAddon>,
+}
+
+impl AddonsSpec {
+    pub fn cloud_controller_manager(&self) -> bool {
+        self.cloud_controller_manager
+            .as_ref()
+            .is_none_or(|t| t.enabled != Some(false))
+    }
+
+    pub fn cinder_csi(&self) -> bool {
+        self.cinder_csi
+            .as_ref()
+            .is_none_or(|t| t.enabled != Some(false))
+    }
+
+    /// The CNI to install, `None` for none.
+    pub fn cni_plugin(&self) -> Option<CniPlugin> {
+        match self.cni.as_ref().and_then(|c| c.plugin) {
+            Some(CniPlugin::None) => None,
+            Some(p) => Some(p),
+            None => Some(CniPlugin::Cilium),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonToggle {
+    /// Unset means on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// The CNI the controller installs; `none` when one is brought otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CniAddon {
+    /// Unset: cilium.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<CniPlugin>,
+    /// A Cilium release of the shipped table (`1.18.4`); unset: the table's default.
+    /// Changing it re-applies Cilium at that version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub cilium_version: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CniPlugin {
+    Cilium,
+    None,
 }
 
 /// Platform services chosen per cluster (through a ClusterClass variable); the

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
-use stackhook_openstack::blockstorage::{BlockStorage, Volume, VolumeCreate, VolumeFilter};
+use stackhook_openstack::blockstorage::{
+    BlockStorage, Volume, VolumeCreate, VolumeFilter, VolumeType,
+};
 use stackhook_openstack::compute::{
     server_group_body, AvailabilityZone, Compute, Flavor, Microversion, Server, ServerGroup,
     ServerGroupPolicy, ServerGroupRules, SCHEDULER_HINTS_KEY,
@@ -1724,6 +1726,15 @@ impl BlockStorage for FakeCloud {
         })
     }
 
+    /// Cinder's own type only: the fault tests render no StorageClass.
+    async fn volume_types(&self) -> Result<Vec<VolumeType>, OsError> {
+        self.call(Op::List, "types", |_| Ok(vec![default_type()]))
+    }
+
+    async fn default_volume_type(&self) -> Result<VolumeType, OsError> {
+        self.call(Op::Get, "types", |_| Ok(default_type()))
+    }
+
     async fn delete_volume(&self, id: &str) -> Result<(), OsError> {
         self.call(Op::Delete, "volumes", |st| {
             let v = st.get("volumes", id)?;
@@ -1748,5 +1759,14 @@ impl BlockStorage for FakeCloud {
                 .insert(id.to_owned(), ("volumes", reads, Settle::Gone));
             Ok(())
         })
+    }
+}
+
+fn default_type() -> VolumeType {
+    VolumeType {
+        id: "type-default".into(),
+        name: "__DEFAULT__".into(),
+        description: "Default Volume Type".into(),
+        is_public: true,
     }
 }

@@ -22,6 +22,7 @@ mod fake;
 #[cfg(test)]
 mod faults;
 mod network;
+pub(crate) use network::refused;
 pub(crate) use network::tag_query;
 pub(crate) use network::{subnet_by_id, subnet_query};
 pub mod rules;
@@ -166,6 +167,21 @@ impl<C: CloudSource> ClusterInfra for OpenStackClusterInfra<C> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    async fn addon_facts(
+        &self,
+        identity: &IdentitySecret,
+        with_volume_types: bool,
+    ) -> Result<crate::addons::install::CloudFacts, InfraError> {
+        let clients = self.clients_for(identity)?;
+        crate::addons::install::CloudFacts::read(
+            &*clients,
+            identity.cacert.clone(),
+            with_volume_types,
+        )
+        .await
+        .map_err(|e| os("VolumeTypesUnreadable", e))
     }
 
     async fn delete(

@@ -234,7 +234,7 @@ where
 }
 
 fn is_capi(api_version: &str) -> bool {
-    api_version.split('/').next() == Some(super::capi::GROUP)
+    api_version.split('/').next() == Some(crate::kubernetes::capi::GROUP)
 }
 
 #[cfg(test)]

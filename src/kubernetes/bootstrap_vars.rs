@@ -9,20 +9,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::ByteString;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::infra::api::names::CLUSTER_NAME_LABEL;
 use crate::infra::api::{OpenStackCluster, OpenStackMachine};
 use crate::infra::bootstrap::{self, MachineFacts, RenderError, SECRET_LABEL};
 
-/// What [`ensure`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SecretChange {
-    Created,
-    Updated,
-    Unchanged,
-}
+use super::secrets;
+pub use super::secrets::SecretChange;
 
 /// Why the Secret could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -99,46 +94,15 @@ pub async fn ensure(
 ) -> Result<SecretChange, VarsError> {
     let want = desired(osc, cluster, machines)?;
     let namespace = want.metadata.namespace.clone().unwrap_or_default();
-    let name = want.metadata.name.clone().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    match api.get_opt(&name).await? {
-        None => {
-            api.create(&PostParams::default(), &want).await?;
-            Ok(SecretChange::Created)
-        }
-        Some(have) if current(&have, &want) => Ok(SecretChange::Unchanged),
-        Some(mut have) => {
-            // Guarded by the resourceVersion read: a concurrent writer makes
-            // this a conflict, retried with fresh inputs.
-            have.data = want.data;
-            have.string_data = None;
-            have.type_ = want.type_;
-            let labels = have.metadata.labels.get_or_insert_with(BTreeMap::new);
-            labels.extend(want.metadata.labels.unwrap_or_default());
-            have.metadata.owner_references = want.metadata.owner_references;
-            api.replace(&name, &PostParams::default(), &have).await?;
-            Ok(SecretChange::Updated)
-        }
-    }
-}
-
-fn current(have: &Secret, want: &Secret) -> bool {
-    let labels_ok = want
-        .metadata
-        .labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| have.labels().get(k) == Some(v));
-    have.data == want.data
-        && have.string_data.is_none()
-        && labels_ok
-        && have.metadata.owner_references == want.metadata.owner_references
+    Ok(secrets::ensure(&api, want).await?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::infra::api::OpenStackClusterSpec;
+    use crate::kubernetes::secrets::current;
 
     fn osc() -> OpenStackCluster {
         let mut o = OpenStackCluster::new("prod-abcde", OpenStackClusterSpec::default());

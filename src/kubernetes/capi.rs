@@ -9,6 +9,9 @@ use kube::{Client, Resource, ResourceExt};
 use crate::infra::api::OpenStackCluster;
 
 pub const GROUP: &str = "cluster.x-k8s.io";
+/// Label the Magnum driver puts on its Clusters; its cloud provider and CSI
+/// driver are started with this UUID as the cluster name.
+pub const MAGNUM_UUID_LABEL: &str = "cluster-uuid";
 /// Annotation that pauses reconciliation of one object (CAPI's `IsPaused`).
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 
@@ -62,6 +65,30 @@ pub fn owner_cluster_name(osc: &OpenStackCluster) -> Option<String> {
                     .is_some_and(|group| group == GROUP)
         })
         .map(|o| o.name.clone())
+}
+
+/// The name cloud-provider-openstack is given for a cluster (its CCM's
+/// `--cluster-name`, its CSI driver's `--cluster`): the OpenStackCluster's
+/// `spec.extensions.cloudProvider.clusterName`, else the Magnum UUID of a Magnum
+/// cluster, else the CAPI Cluster's name. `cluster` is the Cluster as JSON.
+pub fn cloud_provider_cluster_name(
+    osc: &OpenStackCluster,
+    cluster: &serde_json::Value,
+    cluster_name: &str,
+) -> String {
+    osc.spec
+        .extensions
+        .as_ref()
+        .and_then(|e| e.cloud_provider.as_ref())
+        .and_then(|c| c.cluster_name.clone())
+        .or_else(|| {
+            cluster
+                .pointer(&format!("/metadata/labels/{MAGNUM_UUID_LABEL}"))
+                .and_then(|v| v.as_str())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| cluster_name.to_string())
 }
 
 /// CAPI's pause rule: `spec.paused` on the Cluster, or the paused annotation
