@@ -883,6 +883,28 @@ async fn assert_addons_applied(w: &World, ns: &str, name: &str, ccm_tag: &str) -
     ] {
         assert!(conf.contains(&want), "{want} not in cloud.conf:\n{conf}");
     }
+    // The credential is in cloud.conf, and nowhere in what the node bootstrap reads.
+    let secret_line = conf
+        .lines()
+        .find(|l| l.starts_with("password = ") || l.starts_with("application-credential-secret = "))
+        .expect("a credential in cloud.conf");
+    let credential = secret_line
+        .split(" = ")
+        .nth(1)
+        .unwrap_or_default()
+        .trim_matches('"');
+    assert!(credential.len() >= 6, "{secret_line}");
+    let mgmt_secrets: Api<Secret> = Api::namespaced(w.client().await, ns);
+    let vars = mgmt_secrets
+        .get(&format!("{name}-bootstrap-vars"))
+        .await
+        .expect("bootstrap-vars");
+    for (key, value) in vars.data.unwrap_or_default() {
+        assert!(
+            !String::from_utf8_lossy(&value.0).contains(credential),
+            "the identity's credential in {name}-bootstrap-vars/{key}"
+        );
+    }
     let ccm = ds
         .get("openstack-cloud-controller-manager")
         .await
@@ -1187,8 +1209,33 @@ async fn whole_life(release: Release) {
 
     // Steady state: nothing changes, so nothing is written to the cloud.
     let phase = w.begin("steady state (30 s)").await;
+    let addon_versions = async || {
+        let secrets: Api<Secret> = Api::namespaced(w.client().await, &ns);
+        secrets
+            .list(&ListParams::default().labels(stackhook::kubernetes::resource_set::SECRET_LABEL))
+            .await
+            .expect("addons Secrets")
+            .items
+            .into_iter()
+            .map(|s| {
+                (
+                    s.metadata.name.unwrap_or_default(),
+                    s.metadata.resource_version.unwrap_or_default(),
+                )
+            })
+            .collect::<BTreeMap<String, String>>()
+    };
+    let addons_before = addon_versions().await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     let steady = w.end(phase).await;
+    // CAPI adds its ClusterResourceSet as an owner of each resource Secret; the
+    // controller keeps it, so neither side writes again.
+    assert_eq!(addons_before.len(), 4, "{addons_before:?}");
+    assert_eq!(
+        addon_versions().await,
+        addons_before,
+        "addons Secrets rewritten in the steady state"
+    );
     assert_eq!(
         steady.cloud_writes, 0,
         "OpenStack writes in the steady state: {steady:?}"

@@ -200,7 +200,10 @@ pub async fn ensure(
                     .labels
                     .get_or_insert_with(BTreeMap::new)
                     .extend(want.metadata.labels.unwrap_or_default());
-                have.metadata.owner_references = want.metadata.owner_references;
+                have.metadata.owner_references = secrets::merged_owners(
+                    have.metadata.owner_references.take(),
+                    want.metadata.owner_references,
+                );
                 sets.replace(&name, &PostParams::default(), &have).await?;
                 changes.written.push(name);
             }
@@ -224,7 +227,7 @@ fn same_resource_set(have: &DynamicObject, want: &DynamicObject) -> bool {
     have.data.get("spec") == want.data.get("spec")
         && subset(&want.metadata.annotations, have.annotations())
         && subset(&want.metadata.labels, have.labels())
-        && have.metadata.owner_references == want.metadata.owner_references
+        && secrets::owners_present(have, want)
 }
 
 /// Removes the ClusterResourceSet and every addons Secret of the cluster (the

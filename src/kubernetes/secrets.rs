@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 
@@ -41,7 +42,10 @@ pub async fn ensure(api: &Api<Secret>, want: Secret) -> Result<SecretChange, kub
                     .get_or_insert_with(BTreeMap::new)
                     .extend(a);
             }
-            have.metadata.owner_references = want.metadata.owner_references;
+            have.metadata.owner_references = merged_owners(
+                have.metadata.owner_references.take(),
+                want.metadata.owner_references,
+            );
             api.replace(&name, &PostParams::default(), &have).await?;
             Ok(SecretChange::Updated)
         }
@@ -69,5 +73,71 @@ pub fn current(have: &Secret, want: &Secret) -> bool {
             || have.type_.as_deref().unwrap_or("Opaque") == want.type_.as_deref().unwrap_or("Opaque"))
         && subset(&want.metadata.labels, have.labels())
         && subset(&want.metadata.annotations, have.annotations())
-        && have.metadata.owner_references == want.metadata.owner_references
+        && owners_present(have, want)
+}
+
+/// Every owner `want` names is on `have`, as it should be. Owners others add stay:
+/// CAPI puts its ClusterResourceSet on each resource Secret, and taking it off
+/// again on every pass would be a fight of writes.
+pub fn owners_present<K: kube::Resource>(have: &K, want: &K) -> bool {
+    want.meta().owner_references.iter().flatten().all(|o| {
+        have.meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|h| h == o)
+    })
+}
+
+/// `have`'s owners with `want`'s replacing those of the same uid.
+pub fn merged_owners(
+    have: Option<Vec<OwnerReference>>,
+    want: Option<Vec<OwnerReference>>,
+) -> Option<Vec<OwnerReference>> {
+    let want = want.unwrap_or_default();
+    let mut all: Vec<OwnerReference> = have
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|h| !want.iter().any(|w| w.uid == h.uid))
+        .collect();
+    all.extend(want);
+    (!all.is_empty()).then_some(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(uid: &str, kind: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "x/v1".into(),
+            kind: kind.into(),
+            name: uid.into(),
+            uid: uid.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_owner_capi_adds_is_neither_a_difference_nor_removed() {
+        let mut want = Secret::default();
+        want.metadata.owner_references = Some(vec![owner("osc", "OpenStackCluster")]);
+        let mut have = want.clone();
+        have.metadata
+            .owner_references
+            .as_mut()
+            .unwrap()
+            .push(owner("crs", "ClusterResourceSet"));
+        assert!(current(&have, &want));
+        let mut stale = have.clone();
+        stale.metadata.owner_references = Some(vec![owner("crs", "ClusterResourceSet")]);
+        assert!(!current(&stale, &want), "our owner missing");
+        let merged = merged_owners(
+            stale.metadata.owner_references,
+            want.metadata.owner_references,
+        )
+        .unwrap();
+        let kinds: Vec<&str> = merged.iter().map(|o| o.kind.as_str()).collect();
+        assert_eq!(kinds, ["ClusterResourceSet", "OpenStackCluster"]);
+    }
 }
