@@ -792,7 +792,7 @@ def controller_mutations():
     def m_webhook(ds):
         crd(ds)["spec"]["conversion"] = {"strategy": "Webhook"}
     def m_secret_write(ds):
-        ctl_rules(ds).append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["delete"]})
+        ctl_rules(ds).append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["deletecollection"]})
     def m_create_infra(ds):
         ctl_rules(ds)[0]["verbs"].append("create")
     def m_capi_write(ds):
@@ -817,7 +817,7 @@ def controller_mutations():
         ("a CRD missing", m_crd_gone),
         ("a cluster-scoped CRD", m_cluster_scoped),
         ("a CRD converted by a webhook", m_webhook),
-        ("Secrets deletable", m_secret_write),
+        ("Secrets deletable as a collection", m_secret_write),
         ("create on infrastructure objects", m_create_infra),
         ("delete on CAPI Machines", m_capi_write),
         ("ConfigMaps readable", m_other),
