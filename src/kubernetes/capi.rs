@@ -36,20 +36,30 @@ impl CapiResources {
 
     /// Asks the apiserver which version of `cluster.x-k8s.io` it prefers.
     pub async fn discover(client: &Client) -> Result<CapiResources, kube::Error> {
-        let groups = client.list_api_groups().await?;
-        let version = groups
-            .groups
-            .iter()
-            .find(|g| g.name == GROUP)
-            .and_then(|g| {
-                g.preferred_version
-                    .as_ref()
-                    .map(|v| v.version.clone())
-                    .or_else(|| g.versions.first().map(|v| v.version.clone()))
-            })
+        let version = preferred_version(client, GROUP)
+            .await?
             .unwrap_or_else(|| "v1beta1".to_string());
         Ok(CapiResources::at(&version))
     }
+}
+
+/// The version of `group` the API server prefers (its first one when it names
+/// none); `None` when the group is not served.
+pub async fn preferred_version(
+    client: &Client,
+    group: &str,
+) -> Result<Option<String>, kube::Error> {
+    let groups = client.list_api_groups().await?;
+    Ok(groups
+        .groups
+        .iter()
+        .find(|g| g.name == group)
+        .and_then(|g| {
+            g.preferred_version
+                .as_ref()
+                .map(|v| v.version.clone())
+                .or_else(|| g.versions.first().map(|v| v.version.clone()))
+        }))
 }
 
 /// The name of the CAPI Cluster that owns this object, if CAPI has set the

@@ -47,16 +47,9 @@ impl ResourceSetApi {
     /// `None` when the API server does not serve the group (CAPI installed
     /// without its ClusterResourceSet CRDs).
     pub async fn discover(client: &Client) -> Result<Option<ResourceSetApi>, kube::Error> {
-        let groups = client.list_api_groups().await?;
-        Ok(groups.groups.iter().find(|g| g.name == GROUP).map(|g| {
-            let version = g
-                .preferred_version
-                .as_ref()
-                .map(|v| v.version.clone())
-                .or_else(|| g.versions.first().map(|v| v.version.clone()))
-                .unwrap_or_else(|| "v1beta1".into());
-            ResourceSetApi::at(&version)
-        }))
+        Ok(super::capi::preferred_version(client, GROUP)
+            .await?
+            .map(|v| ResourceSetApi::at(&v)))
     }
 }
 
