@@ -505,9 +505,10 @@ async fn addons_pass<I: ClusterInfra>(
         .addon_facts(identity, addons.cinder_csi())
         .await
         .map_err(|e| AddonsPass::Failed(e.to_string()))?;
-    let provider = capi::cloud_provider_cluster_name(osc, &cluster.data, &scope.cluster_name);
+    // DynamicObject keeps metadata apart; the Magnum label is read from it.
     let mut cluster_json = cluster.data.clone();
     cluster_json["metadata"] = serde_json::to_value(&cluster.metadata).unwrap_or_default();
+    let provider = capi::cloud_provider_cluster_name(osc, &cluster_json, &scope.cluster_name);
     let facts_of_cluster = ClusterFacts::of(&cluster_json, &scope.cluster_name, provider);
     match install::ensure(&ctx.client, api, osc, &facts_of_cluster, &facts, None).await {
         Ok(done) => {
