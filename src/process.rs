@@ -143,6 +143,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
     stackhook_openstack::session::set_request_timeout(Duration::from_secs(
         args.openstack_request_timeout_seconds,
     ));
+    let shutdown = shutdown_signal();
     let metrics = Arc::new(Metrics::new().with_patch_cache_of(engine.clone()));
     // This replica's watch (and, while it leads, its controllers) write it; the
     // lifecycle handlers read it.
@@ -284,7 +285,7 @@ pub async fn run(args: ServeArgs, engine: Arc<dyn PatchEngine>) -> Result<(), Pr
     );
     ready.store(true, Ordering::SeqCst);
 
-    shutdown_signal().await;
+    shutdown.await;
     ready.store(false, Ordering::SeqCst);
     let _ = controllers_stop_tx.send(true);
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
@@ -460,24 +461,24 @@ async fn start_controllers(
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or Ctrl-C. Registered when called, not when first polled:
+/// a signal that comes while the process is still starting (a pod deleted at once,
+/// a supervisor's quick restart) then drains like any other instead of killing.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let ctrl_c = tokio::spawn(async {
         let _ = tokio::signal::ctrl_c().await;
+    });
+    async move {
+        #[cfg(unix)]
+        if let Some(mut term) = term {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = ctrl_c => {}
+            }
+            return;
+        }
+        let _ = ctrl_c.await;
     }
 }
