@@ -915,7 +915,8 @@ fn a_trunked_port_gets_its_trunk_or_a_clear_refusal() {
 
 /// Ports resolved as CAPO v0.14 resolves them: a port that names only a fixed IP's
 /// subnet goes on that subnet's network (not the cluster's), its own security groups
-/// replace the role's managed group and the machine's are appended; address pairs on
+/// replace the role's managed group and the machine's are appended (found with every
+/// field of the filter, so two groups of one name are told apart); address pairs on
 /// a port without port security are refused before anything is created.
 #[test]
 fn ports_take_their_subnet_s_network_and_their_own_security_groups() {
@@ -943,7 +944,12 @@ fn ports_take_their_subnet_s_network_and_their_own_security_groups() {
             .await
             .unwrap();
         let machine_sg: net::SecurityGroup = n
-            .create(serde_json::json!({"name": format!("{name}-machine-sg")}))
+            .create(serde_json::json!({"name": format!("{name}-machine-sg"), "description": "chosen"}))
+            .await
+            .unwrap();
+        // Same name, told apart by the filter's description (as by projectID or tags).
+        let decoy_sg: net::SecurityGroup = n
+            .create(serde_json::json!({"name": format!("{name}-machine-sg"), "description": "decoy"}))
             .await
             .unwrap();
         let server_name = format!("{name}-md-0-r1");
@@ -956,7 +962,7 @@ fn ports_take_their_subnet_s_network_and_their_own_security_groups() {
                 "securityGroups": [{"id": port_sg.id}]}))
             .unwrap()];
             osm.spec.security_groups = vec![serde_json::from_value(serde_json::json!({
-                "filter": {"name": machine_sg.name}}))
+                "filter": {"name": machine_sg.name, "description": "chosen"}}))
             .unwrap()];
             converge_machine(&infra, &scope, &mut osm, &id, false).await;
             let ports = ports_named(&member, &format!("{server_name}-0")).await;
@@ -988,7 +994,7 @@ fn ports_take_their_subnet_s_network_and_their_own_security_groups() {
         .await;
         delete_machine(&infra, &scope, &mut osm, &id).await;
         remove_leftovers(&member, &[&server_name]).await;
-        for sg in [&port_sg.id, &machine_sg.id] {
+        for sg in [&port_sg.id, &machine_sg.id, &decoy_sg.id] {
             let _ = n.delete::<net::SecurityGroup>(sg).await;
         }
         let _ = n.delete::<net::Subnet>(&user_subnet.id).await;

@@ -58,6 +58,28 @@ pub(crate) fn subnet_query(
     q
 }
 
+/// Neutron list filters for CAPO's network, router and security-group filters,
+/// which share their fields: name, description, projectID and the tag filters.
+pub(crate) fn named_query(
+    name: &Option<String>,
+    description: &Option<String>,
+    project_id: &Option<String>,
+    tags: &FilterByNeutronTags,
+) -> Vec<(&'static str, String)> {
+    let mut q = Vec::new();
+    for (k, v) in [
+        ("name", name),
+        ("description", description),
+        ("project_id", project_id),
+    ] {
+        if let Some(v) = v {
+            q.push((k, v.clone()));
+        }
+    }
+    tag_query(&mut q, tags);
+    q
+}
+
 pub(crate) fn tag_query(q: &mut Vec<(&'static str, String)>, t: &FilterByNeutronTags) {
     if !t.tags.is_empty() {
         q.push(("tags", t.tags.join(",")));
@@ -229,19 +251,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 Err(e) => Err(os(reason, e)),
             };
         }
-        let mut q = Vec::new();
-        if let Some(f) = &p.filter {
-            if let Some(n) = &f.name {
-                q.push(("name", n.clone()));
-            }
-            if let Some(d) = &f.description {
-                q.push(("description", d.clone()));
-            }
-            if let Some(pid) = &f.project_id {
-                q.push(("project_id", pid.clone()));
-            }
-            tag_query(&mut q, &f.tags);
-        }
+        let mut q = p
+            .filter
+            .as_ref()
+            .map(|f| named_query(&f.name, &f.description, &f.project_id, &f.tags))
+            .unwrap_or_default();
         if external {
             q.push(("router:external", "true".to_owned()));
         }
@@ -609,16 +623,11 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     }
                 });
         }
-        let mut q = Vec::new();
-        if let Some(f) = &p.filter {
-            if let Some(n) = &f.name {
-                q.push(("name", n.clone()));
-            }
-            if let Some(pid) = &f.project_id {
-                q.push(("project_id", pid.clone()));
-            }
-            tag_query(&mut q, &f.tags);
-        }
+        let q = p
+            .filter
+            .as_ref()
+            .map(|f| named_query(&f.name, &f.description, &f.project_id, &f.tags))
+            .unwrap_or_default();
         let mut found: Vec<net::Router> = self
             .clients
             .network()
@@ -850,6 +859,27 @@ mod tests {
             subnet_id: subnet.into(),
             ip_address: address.map(Into::into),
         }
+    }
+
+    #[test]
+    fn a_named_filter_sends_every_field_neutron_lists_by() {
+        let f: crate::infra::api::types::RouterFilter = serde_json::from_value(json!({
+            "name": "r", "description": "kept", "projectID": "p1",
+            "tags": ["a", "b"], "notTagsAny": ["x"]
+        }))
+        .unwrap();
+        let q = named_query(&f.name, &f.description, &f.project_id, &f.tags);
+        assert_eq!(
+            q,
+            vec![
+                ("name", "r".to_owned()),
+                ("description", "kept".to_owned()),
+                ("project_id", "p1".to_owned()),
+                ("tags", "a,b".to_owned()),
+                ("not-tags-any", "x".to_owned()),
+            ]
+        );
+        assert!(named_query(&None, &None, &None, &Default::default()).is_empty());
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::infra::api::types::{
     BindingProfile, ImageParam, NodeAddress, PortStatus, ResolvedFixedIp, ResolvedPortSpec,
 };
 use crate::infra::api::{OpenStackMachine, OpenStackMachineStatus};
-use crate::infra::cluster::{os, owner_tag, tag_query, user, CloudSource, OWNER_METADATA_KEY};
+use crate::infra::cluster::{named_query, os, owner_tag, user, CloudSource, OWNER_METADATA_KEY};
 use crate::infra::seam::{
     DeleteProgress, IdentitySecret, InfraError, MachineInfra, MachineOutcome, MachineScope,
     StatusSink,
@@ -679,14 +679,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 "a port network needs an id or a filter",
             ));
         };
-        let mut q: Vec<(&'static str, String)> = Vec::new();
-        if let Some(name) = &f.name {
-            q.push(("name", name.clone()));
-        }
-        if let Some(p) = &f.project_id {
-            q.push(("project_id", p.clone()));
-        }
-        tag_query(&mut q, &f.tags);
+        let q = named_query(&f.name, &f.description, &f.project_id, &f.tags);
         let found: Vec<net::Network> = self
             .clients
             .network()
@@ -750,24 +743,29 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
         if let Some(id) = g.id.as_ref().filter(|id| !id.is_empty()) {
             return Ok(id.clone());
         }
-        let name = g.filter.as_ref().and_then(|f| f.name.clone());
-        let Some(name) = name else {
+        let Some(f) = &g.filter else {
             return Err(user(
                 "SecurityGroupNotFound",
-                "a security group needs an id or a filter name",
+                "a security group needs an id or a filter",
             ));
         };
+        // Every field of CAPO's filter: a name shared across projects is told
+        // apart by projectID, description or tags.
+        let q = named_query(&f.name, &f.description, &f.project_id, &f.tags);
         let found: Vec<net::SecurityGroup> = self
             .clients
             .network()
-            .list(&[("name", name.clone())])
+            .list(&q)
             .await
             .map_err(|e| os("SecurityGroupNotFound", e))?;
         match found.as_slice() {
             [one] => Ok(one.id.clone()),
             other => Err(user(
                 "SecurityGroupNotFound",
-                format!("{} security groups are named {name:?}", other.len()),
+                format!(
+                    "{} security groups match {f:?}; it must match one",
+                    other.len()
+                ),
             )),
         }
     }
