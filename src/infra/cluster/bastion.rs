@@ -93,18 +93,48 @@ fn server_create(
     }
 }
 
+/// The fields of a bastion's machine spec the bastion does not act on, as their
+/// paths. CAPO boots its bastion through an OpenStackServer with all of them; here
+/// each is refused by name rather than accepted and left out of the server.
+pub(crate) fn unsupported_bastion_fields(spec: &OpenStackMachineSpec) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut refuse = |set: bool, field: &'static str| {
+        if set {
+            out.push(field);
+        }
+    };
+    refuse(!spec.ports.is_empty(), "spec.bastion.spec.ports");
+    refuse(spec.root_volume.is_some(), "spec.bastion.spec.rootVolume");
+    refuse(
+        !spec.additional_block_devices.is_empty(),
+        "spec.bastion.spec.additionalBlockDevices",
+    );
+    refuse(spec.server_group.is_some(), "spec.bastion.spec.serverGroup");
+    refuse(spec.trunk == Some(true), "spec.bastion.spec.trunk");
+    refuse(
+        !spec.scheduler_hint_additional_properties.is_empty(),
+        "spec.bastion.spec.schedulerHintAdditionalProperties",
+    );
+    refuse(spec.identity_ref.is_some(), "spec.bastion.spec.identityRef");
+    refuse(
+        spec.floating_ip_pool_ref.is_some(),
+        "spec.bastion.spec.floatingIPPoolRef",
+    );
+    out
+}
+
 /// The bastion's port: on the cluster network, with the bastion security
-/// group and the spec's groups given by ID (an empty ID is no group).
+/// group and the spec's groups, resolved to IDs (an empty ID is no group).
 fn port_create(
     name: String,
     network_id: &str,
     description: String,
     bastion_group: Option<&str>,
-    spec: &OpenStackMachineSpec,
+    spec_groups: &[String],
 ) -> net::PortCreate {
     let security_groups = bastion_group
         .into_iter()
-        .chain(spec.security_groups.iter().filter_map(|g| g.id.as_deref()))
+        .chain(spec_groups.iter().map(String::as_str))
         .filter(|id| !id.is_empty())
         .map(str::to_owned)
         .collect();
@@ -158,6 +188,18 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 "spec.bastion.spec is required when the bastion is enabled",
             ));
         };
+        let refused = unsupported_bastion_fields(&spec);
+        if !refused.is_empty() {
+            return Err(user(
+                "InvalidBastionSpec",
+                format!(
+                    "{}: not supported on the bastion (its server has the image, flavor, \
+                     sshKeyName, securityGroups, tags, serverMetadata and configDrive of \
+                     its spec); remove them, or boot that server as an OpenStackMachine",
+                    refused.join(", ")
+                ),
+            ));
+        }
         let Some(network) = self.status.network.clone() else {
             return Ok(());
         };
@@ -282,6 +324,36 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
     }
 
     /// The recorded port, else the one named like it on the network, else a new one.
+    /// One of the spec's security groups, by ID or by every field of its filter.
+    async fn bastion_security_group(
+        &self,
+        g: &crate::infra::api::types::SecurityGroupParam,
+    ) -> Result<String, InfraError> {
+        if let Some(id) = &g.id {
+            return Ok(id.clone());
+        }
+        let Some(f) = &g.filter else {
+            return Ok(String::new());
+        };
+        let q = super::named_query(&f.name, &f.description, &f.project_id, &f.tags);
+        let found: Vec<net::SecurityGroup> = self
+            .clients
+            .network()
+            .list(&q)
+            .await
+            .map_err(|e| os("SecurityGroupNotFound", e))?;
+        match found.as_slice() {
+            [one] => Ok(one.id.clone()),
+            other => Err(user(
+                "SecurityGroupNotFound",
+                format!(
+                    "spec.bastion.spec.securityGroups: {} security groups match {f:?}; it must match one",
+                    other.len()
+                ),
+            )),
+        }
+    }
+
     async fn ensure_bastion_port(
         &mut self,
         network_id: &str,
@@ -320,6 +392,13 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 p
             }
             None => {
+                let mut spec_groups = Vec::new();
+                for g in &spec.security_groups {
+                    let id = self.bastion_security_group(g).await?;
+                    if !spec_groups.contains(&id) {
+                        spec_groups.push(id);
+                    }
+                }
                 let bastion_group = self
                     .status
                     .bastion_security_group
@@ -330,7 +409,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                     network_id,
                     self.names.description(),
                     bastion_group,
-                    spec,
+                    &spec_groups,
                 );
                 let p: net::Port = neutron
                     .create(create.body())
@@ -546,7 +625,6 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
 mod tests {
     use super::*;
     use crate::infra::api::machine::ServerMetadata;
-    use crate::infra::api::types::SecurityGroupParam;
     use stackhook_openstack::compute::{BASE_MICROVERSION, SERVER_TAGS_MICROVERSION};
 
     #[test]
@@ -680,27 +758,74 @@ mod tests {
         }
 
         // The port: a security group given by an empty ID is no group.
-        let by_id = |id: &str| SecurityGroupParam {
-            id: Some(id.into()),
-            ..Default::default()
-        };
-        let spec = OpenStackMachineSpec {
-            security_groups: vec![by_id("")],
-            ..Default::default()
-        };
-        let body = port_create("c1-bastion-0".into(), "net", "d".into(), None, &spec).body();
+        let body = port_create(
+            "c1-bastion-0".into(),
+            "net",
+            "d".into(),
+            None,
+            &[String::new()],
+        )
+        .body();
         assert!(body.get("security_groups").is_none(), "{body}");
         assert_eq!(
             body,
             json!({"name": "c1-bastion-0", "network_id": "net", "description": "d",
                 "admin_state_up": true})
         );
-        let spec = OpenStackMachineSpec {
-            security_groups: vec![by_id(""), by_id("sg2")],
-            ..Default::default()
-        };
-        let body = port_create("c1-bastion-0".into(), "net", "d".into(), Some("sg1"), &spec).body();
+        let groups = [String::new(), "sg2".to_owned()];
+        let body = port_create(
+            "c1-bastion-0".into(),
+            "net",
+            "d".into(),
+            Some("sg1"),
+            &groups,
+        )
+        .body();
         assert_eq!(body["security_groups"], json!(["sg1", "sg2"]));
+    }
+
+    /// Every machine field the bastion's server would leave out is named in the
+    /// refusal; the fields it boots with are not.
+    #[test]
+    fn machine_fields_the_bastion_does_not_boot_with_are_named() {
+        let spec: OpenStackMachineSpec = serde_json::from_value(json!({
+            "flavor": "m1.small",
+            "image": {"filter": {"name": "ubuntu"}},
+            "sshKeyName": "ops",
+            "securityGroups": [{"filter": {"name": "jump"}}],
+            "tags": ["t"],
+            "serverMetadata": [{"key": "k", "value": "v"}],
+            "configDrive": true,
+            "trunk": false,
+        }))
+        .unwrap();
+        assert!(unsupported_bastion_fields(&spec).is_empty());
+        let spec: OpenStackMachineSpec = serde_json::from_value(json!({
+            "flavor": "m1.small",
+            "image": {"id": "i"},
+            "ports": [{}],
+            "rootVolume": {"sizeGiB": 10},
+            "additionalBlockDevices": [{"name": "data", "sizeGiB": 1, "storage": {"type": "Local"}}],
+            "serverGroup": {"id": "sg"},
+            "trunk": true,
+            "schedulerHintAdditionalProperties": [{"name": "h", "value": {"type": "Bool", "bool": true}}],
+            "identityRef": {"name": "other", "cloudName": "openstack"},
+            "floatingIPPoolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "p"},
+        }))
+        .unwrap();
+        assert_eq!(
+            unsupported_bastion_fields(&spec),
+            vec![
+                "spec.bastion.spec.ports",
+                "spec.bastion.spec.rootVolume",
+                "spec.bastion.spec.additionalBlockDevices",
+                "spec.bastion.spec.serverGroup",
+                "spec.bastion.spec.trunk",
+                "spec.bastion.spec.schedulerHintAdditionalProperties",
+                "spec.bastion.spec.identityRef",
+                "spec.bastion.spec.floatingIPPoolRef",
+            ]
+        );
     }
 
     #[test]

@@ -604,6 +604,73 @@ async fn a_lost_answer_to_the_bastion_server_create_boots_no_second_server() {
     assert_one_of_each(&run, "lost server answer");
 }
 
+/// A machine field the bastion does not boot with is refused by name before its
+/// port or server is made; without it, a group named by filter (two share the
+/// name, the description tells them apart) goes on the bastion's port.
+#[tokio::test]
+async fn a_bastion_field_it_cannot_honour_is_refused_before_its_port() {
+    let mut spec = full_spec();
+    if let Some(b) = spec.bastion.as_mut().and_then(|b| b.spec.as_mut()) {
+        b.root_volume = Some(Box::default());
+        b.security_groups = vec![serde_json::from_value(serde_json::json!(
+            {"filter": {"name": "jump", "description": "ops"}}))
+        .unwrap()];
+    }
+    let mut run = Run::new(spec);
+    let mut ids = Vec::new();
+    for description in ["ops", "other"] {
+        let g: net::SecurityGroup = Networking::create(
+            &*run.cloud,
+            serde_json::json!({"name": "jump", "description": description}),
+        )
+        .await
+        .unwrap();
+        ids.push(g.id);
+    }
+    let steps = run.converge().await;
+    match steps.last() {
+        Some(Step::User(reason)) => assert_eq!(reason, "InvalidBastionSpec", "{steps:?}"),
+        other => panic!("{other:?} in {steps:?}"),
+    }
+    let ready = run
+        .status()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == cond::READY)
+        .expect("Ready");
+    assert!(
+        ready
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("spec.bastion.spec.rootVolume")),
+        "{ready:?}"
+    );
+    let bastion_port = format!("{}-0", ClusterNames::new(NAMESPACE, CLUSTER).bastion_name());
+    assert!(run
+        .cloud
+        .objects("ports")
+        .iter()
+        .all(|p| p["name"] != bastion_port.as_str()));
+    assert!(run.cloud.objects("servers").is_empty());
+
+    if let Some(b) = run.osc.spec.bastion.as_mut().and_then(|b| b.spec.as_mut()) {
+        b.root_volume = None;
+    }
+    let steps = run.converge().await;
+    assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");
+    let ports = run.cloud.objects("ports");
+    let port = ports
+        .iter()
+        .find(|p| p["name"] == bastion_port.as_str())
+        .expect("the bastion's port");
+    let groups = port["security_groups"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(groups.contains(&serde_json::json!(ids[0])), "{port}");
+    assert!(!groups.contains(&serde_json::json!(ids[1])), "{port}");
+}
+
 #[tokio::test]
 async fn a_busy_load_balancer_requeues_the_pass_and_is_never_written_to() {
     // Fully populated: one create, then the waits for that one change; step
