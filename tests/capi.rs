@@ -488,6 +488,36 @@ impl World {
         self.step("Cluster deleted");
     }
 
+    /// The ClusterResourceSets and addons Secrets in `ns`, by name.
+    async fn addons_objects(&self, ns: &str) -> (Vec<String>, Vec<String>) {
+        let names = |items: Vec<kube::api::ObjectMeta>| -> Vec<String> {
+            items.into_iter().filter_map(|m| m.name).collect()
+        };
+        let sets = match stackhook::kubernetes::resource_set::ResourceSetApi::discover(
+            &self.client().await,
+        )
+        .await
+        .expect("discovery")
+        {
+            Some(rs) => {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client().await, ns, &rs.resource_set);
+                let items = api.list(&ListParams::default()).await.expect("list");
+                names(items.items.into_iter().map(|o| o.metadata).collect())
+            }
+            None => Vec::new(),
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.client().await, ns);
+        let labelled = secrets
+            .list(&ListParams::default().labels(stackhook::kubernetes::resource_set::SECRET_LABEL))
+            .await
+            .expect("list");
+        (
+            sets,
+            names(labelled.items.into_iter().map(|s| s.metadata).collect()),
+        )
+    }
+
     /// No server of the cluster and no network of its namespace left in the cloud.
     async fn assert_nothing_left(&self, ns: &str, name: &str) {
         assert_eq!(
@@ -1447,6 +1477,12 @@ async fn whole_life(release: Release) {
         "{calls:?}"
     );
     w.assert_nothing_left(&ns, name).await;
+    // The addons went with the OpenStackCluster (no garbage collector runs here:
+    // the controller removed them before its finalizer).
+    let (sets, secrets) = w.addons_objects(&ns).await;
+    assert!(sets.is_empty(), "ClusterResourceSets left: {sets:?}");
+    assert!(secrets.is_empty(), "addons Secrets left: {secrets:?}");
+    w.step("the ClusterResourceSet and addons Secrets went with the cluster");
     println!("\nphases under CAPI {}:", release.capi);
     for p in &phases {
         println!("  {p}");
@@ -2022,32 +2058,12 @@ async fn magnum_shape(release: Release) {
     );
     w.step("magnum: control plane and worker servers ACTIVE, Nodes matched");
     // The driver installs its own CCM and CSI: two would fight over the nodes.
-    if let Some(rs) =
-        stackhook::kubernetes::resource_set::ResourceSetApi::discover(&w.client().await)
-            .await
-            .expect("discovery")
-    {
-        let sets: Api<DynamicObject> = Api::namespaced_with(w.client().await, ns, &rs.resource_set);
-        let found = sets.list(&ListParams::default()).await.expect("list").items;
-        assert!(
-            found.is_empty(),
-            "addons for a Magnum cluster: {:?}",
-            found
-                .iter()
-                .map(|o| o.metadata.name.clone())
-                .collect::<Vec<_>>()
-        );
-        let secrets: Api<Secret> = Api::namespaced(w.client().await, ns);
-        let addon_secrets = secrets
-            .list(&ListParams::default().labels(stackhook::kubernetes::resource_set::SECRET_LABEL))
-            .await
-            .expect("list")
-            .items;
-        assert!(
-            addon_secrets.is_empty(),
-            "addons Secrets for a Magnum cluster"
-        );
-    }
+    let (sets, secrets) = w.addons_objects(ns).await;
+    assert!(sets.is_empty(), "addons for a Magnum cluster: {sets:?}");
+    assert!(
+        secrets.is_empty(),
+        "addons Secrets for a Magnum cluster: {secrets:?}"
+    );
     println!("  {}", w.end(phase).await);
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(w.client().await, ns, &capi::clusters(release));
