@@ -12,6 +12,7 @@ mod engine_support;
 #[path = "support/server.rs"]
 mod server;
 
+mod capo_fields;
 mod controller_cluster;
 mod controller_lease;
 mod crds;

@@ -120,6 +120,11 @@ pub(crate) fn unsupported_bastion_fields(spec: &OpenStackMachineSpec) -> Vec<&'s
         spec.floating_ip_pool_ref.is_some(),
         "spec.bastion.spec.floatingIPPoolRef",
     );
+    refuse(spec.extensions.is_some(), "spec.bastion.spec.extensions");
+    refuse(
+        spec.provider_id.as_deref().is_some_and(|p| !p.is_empty()),
+        "spec.bastion.spec.providerID",
+    );
     out
 }
 
@@ -811,6 +816,8 @@ mod tests {
             "schedulerHintAdditionalProperties": [{"name": "h", "value": {"type": "Bool", "bool": true}}],
             "identityRef": {"name": "other", "cloudName": "openstack"},
             "floatingIPPoolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "p"},
+            "extensions": {"serverGroupPolicy": "anti-affinity"},
+            "providerID": "openstack:///x",
         }))
         .unwrap();
         assert_eq!(
@@ -824,6 +831,8 @@ mod tests {
                 "spec.bastion.spec.schedulerHintAdditionalProperties",
                 "spec.bastion.spec.identityRef",
                 "spec.bastion.spec.floatingIPPoolRef",
+                "spec.bastion.spec.extensions",
+                "spec.bastion.spec.providerID",
             ]
         );
     }
