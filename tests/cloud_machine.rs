@@ -1123,3 +1123,83 @@ fn a_port_s_binding_profile_and_uplink_status_meet_neutron_s_answer() {
         finish(checks, &member, &refs, &name, &osc, &id).await;
     });
 }
+
+/// One `spec.subnets` entry on a network of two subnets: the machine's default port
+/// takes its address from that subnet, as CAPO's `normalizePortTarget` gives the port
+/// one fixed IP per cluster subnet (its issue #2617); left to Neutron, the address
+/// could come from the other one.
+#[test]
+fn one_cluster_subnet_of_two_is_the_default_port_s_subnet() {
+    let Some(clouds) = cloud::clouds_yaml() else {
+        return;
+    };
+    let yaml = std::fs::read(&clouds).unwrap();
+    let id = identity(yaml.clone());
+    let member = infra::checker(&yaml, cloud::MEMBER);
+    runtime().block_on(async {
+        let name = unique("pin");
+        let n = &member.network;
+        let user_net: net::Network = n
+            .create(serde_json::json!({"name": format!("{name}-user")}))
+            .await
+            .unwrap();
+        let mut subnets = Vec::new();
+        for cidr in ["10.69.0.0/24", "10.69.1.0/24"] {
+            let s: net::Subnet = n
+                .create(
+                    serde_json::json!({"network_id": user_net.id, "ip_version": 4, "cidr": cidr}),
+                )
+                .await
+                .unwrap();
+            subnets.push(s);
+        }
+        let mut spec = cluster_spec("unused");
+        spec.managed_subnets.clear();
+        spec.disable_api_server_floating_ip = Some(true);
+        spec.api_server_fixed_ip = Some("10.69.1.5".into());
+        spec.network = Some(Box::new(
+            serde_json::from_value(serde_json::json!({"id": user_net.id})).unwrap(),
+        ));
+        // The second subnet, the one Neutron would not pick first.
+        spec.subnets =
+            vec![serde_json::from_value(serde_json::json!({"id": subnets[1].id})).unwrap()];
+        let cluster_infra = OpenStackClusterInfra::new(PlatformConfig::default());
+        let mut osc = infra::cluster(NAMESPACE, &name, spec);
+        infra::converge(
+            &cluster_infra,
+            &infra::scope(NAMESPACE, &name),
+            &mut osc,
+            &id,
+            20,
+        )
+        .await
+        .expect("cluster converges");
+        let server_name = format!("{name}-md-0-p1");
+        let machine_infra = OpenStackMachineInfra::default();
+        let scope = machine_scope(&name, &osc, false);
+        let mut osm = machine(&server_name);
+        let checks = AssertUnwindSafe(async {
+            converge_machine(&machine_infra, &scope, &mut osm, &id, false).await;
+            let ports = ports_named(&member, &format!("{server_name}-0")).await;
+            assert_eq!(ports.len(), 1, "{ports:?}");
+            let on: Vec<&str> = ports[0]
+                .fixed_ips
+                .iter()
+                .map(|f| f.subnet_id.as_str())
+                .collect();
+            assert_eq!(on, vec![subnets[1].id.as_str()], "{:?}", ports[0].fixed_ips);
+        })
+        .catch_unwind()
+        .await;
+        delete_machine(&machine_infra, &scope, &mut osm, &id).await;
+        remove_leftovers(&member, &[&server_name]).await;
+        drop_cluster(&name, &osc, &id).await;
+        for s in &subnets {
+            let _ = n.delete::<net::Subnet>(&s.id).await;
+        }
+        let _ = n.delete::<net::Network>(&user_net.id).await;
+        if let Err(panic) = checks {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}

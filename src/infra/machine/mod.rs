@@ -611,8 +611,10 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                     ip_address: f.ip_address.clone(),
                 });
             }
-            if fixed_ips.is_empty() && p.network.is_none() && default_subnets.len() > 1 {
-                // Several cluster subnets: one address from each, as CAPO does.
+            if fixed_ips.is_empty() && p.network.is_none() {
+                // One address from each of the cluster's subnets, as CAPO's
+                // `normalizePortTarget`: with one `spec.subnets` entry on a network
+                // of several subnets, the port stays on that one.
                 fixed_ips = default_subnets
                     .iter()
                     .map(|s| ResolvedFixedIp {
