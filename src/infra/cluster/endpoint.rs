@@ -552,6 +552,10 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             return Ok(None);
         }
         let mut all: Vec<String> = spec.to_vec();
+        // As CAPO: the bastion reaches the API through the load balancer too.
+        if let Some(b) = &self.status.bastion {
+            all.extend(b.floating_ip.iter().chain(b.ip.iter()).cloned());
+        }
         if let Some(n) = &self.status.network {
             all.extend(n.subnets.iter().map(|s| s.cidr.clone()));
         }

@@ -671,6 +671,37 @@ async fn a_bastion_field_it_cannot_honour_is_refused_before_its_port() {
     assert!(!groups.contains(&serde_json::json!(ids[1])), "{port}");
 }
 
+/// As CAPO: the API listeners' allowed CIDRs take the bastion's addresses beside the
+/// spec's, the subnet's and the router's, so the bastion reaches the API.
+#[tokio::test]
+async fn the_api_listeners_let_the_bastion_in() {
+    let mut run = Run::new(full_spec());
+    let steps = run.converge().await;
+    assert_eq!(steps.last(), Some(&Step::Converged), "{steps:?}");
+    let bastion = run.status().bastion.expect("bastion status");
+    let fip = bastion.floating_ip.expect("bastion floating IP");
+    let ip = bastion.ip.expect("bastion IP");
+    let listeners = run.cloud.objects("listeners");
+    assert!(!listeners.is_empty());
+    for l in &listeners {
+        let allowed: Vec<&str> = l["allowed_cidrs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for want in [
+            "192.0.2.0/24".to_owned(),
+            format!("{fip}/32"),
+            format!("{ip}/32"),
+        ] {
+            assert!(
+                allowed.contains(&want.as_str()),
+                "{want} not in {allowed:?}"
+            );
+        }
+    }
+    assert_settled(&mut run, "bastion addresses allowed").await;
+}
+
 #[tokio::test]
 async fn a_busy_load_balancer_requeues_the_pass_and_is_never_written_to() {
     // Fully populated: one create, then the waits for that one change; step
@@ -734,7 +765,9 @@ async fn a_new_load_balancer_is_created_fully_populated_as_the_steps_would_make_
         assert_eq!(run.cloud.writes_of(Op::Create, kind), 0, "{kind}");
     }
     assert_eq!(run.cloud.writes_of(Op::Create, "loadbalancers"), 1);
-    assert_eq!(run.cloud.writes_of(Op::Update, "listeners"), 0);
+    // Once per listener: the bastion's addresses join the allowed CIDRs when it has
+    // them, after the load balancer was made.
+    assert_eq!(run.cloud.writes_of(Op::Update, "listeners"), 2);
 
     // The same objects, field for field, as the step-by-step path makes.
     let mut steps_run = Run::new(full_spec());
