@@ -13,6 +13,8 @@
 //! - `magnum_*`: the Magnum shape, with the identity Secret as the driver writes it.
 //! - `a_misspelled_flavor_*`: ValidateTopology stops the topology until it is fixed.
 //! - `plan_predictions_*`: `stackhook plan` against what CAPI then does, row by row.
+//! - `killed_at_any_moment_*`: stackhook SIGKILLed and restarted at 30 points of a
+//!   create, a scale-up and a delete; the cloud audited for duplicates and leftovers.
 //!
 //! Each skips with one line where `shared/` or the test cloud is absent.
 //! `cargo test --test with_capi capi_life:: -- --nocapture` prints each milestone's time.
@@ -24,6 +26,8 @@ use crate::infra;
 use crate::kube_server;
 use crate::server;
 
+#[path = "capi/kill.rs"]
+mod killed;
 #[path = "capi/plan.rs"]
 mod plan_vs_capi;
 
@@ -111,6 +115,9 @@ struct World {
     args: Vec<String>,
     /// stackhook's log lines read so far (across restarts).
     logs: std::sync::Mutex<Vec<Value>>,
+    /// The first process's hook address and certificate, kept for restarts after a
+    /// SIGKILL (see `kill_and_restart`).
+    kept: Option<(String, tempfile::TempDir)>,
 }
 
 impl Drop for World {
@@ -165,13 +172,18 @@ impl World {
             &kubeconfig,
             "--leader-election-namespace",
             "default",
-            "--leader-election-lease-duration-seconds",
-            "8",
-            "--leader-election-renew-deadline-seconds",
-            "6",
-            "--leader-election-retry-period-seconds",
-            "1",
         ];
+        // Short leases unless the test sets its own.
+        if !extra.contains(&"--leader-election-lease-duration-seconds") {
+            args.extend_from_slice(&[
+                "--leader-election-lease-duration-seconds",
+                "8",
+                "--leader-election-renew-deadline-seconds",
+                "6",
+                "--leader-election-retry-period-seconds",
+                "1",
+            ]);
+        }
         args.extend_from_slice(extra);
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let stackhook = Server::start_with_env(
@@ -198,6 +210,7 @@ impl World {
             agent,
             args,
             logs: Default::default(),
+            kept: None,
         };
         // No `--capi-version`: stackhook finds which CAPI runs from the CRDs it serves.
         let served = world.metrics_text().await;
@@ -226,6 +239,51 @@ impl World {
         self.stackhook = Server::start_with_env(&args, &[("RUST_LOG", Some("info"))]);
         self.register().await;
         self.step("stackhook restarted");
+    }
+
+    /// SIGKILLs stackhook and starts it again at once on the same address with the
+    /// same certificate, as a container restarted in its pod: the ExtensionConfig
+    /// stays valid, and the new process waits out the dead one's Lease.
+    fn kill_and_restart(&mut self) {
+        if self.kept.is_none() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            for f in ["tls.crt", "tls.key"] {
+                std::fs::copy(
+                    self.stackhook.dir.path().join("ss").join(f),
+                    dir.path().join(f),
+                )
+                .expect("the first process's certificate");
+            }
+            let port = self
+                .stackhook
+                .https
+                .rsplit(':')
+                .next()
+                .expect("port")
+                .to_string();
+            self.kept = Some((format!("127.0.0.1:{port}"), dir));
+        }
+        let _ = self.stackhook.child.kill();
+        let _ = self.stackhook.child.wait();
+        // The dead process's last lines, before its Server is replaced.
+        let _ = self.stackhook_logs();
+        let (listen, dir) = self.kept.as_ref().expect("kept");
+        let cert = dir.path().join("tls.crt").display().to_string();
+        let key = dir.path().join("tls.key").display().to_string();
+        let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        args.extend_from_slice(&[
+            "--listen",
+            listen,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+        ]);
+        let ca = self.stackhook.ca_pem.clone();
+        let https = self.stackhook.https.clone();
+        self.stackhook = Server::start_exact(&args, &[("RUST_LOG", Some("info"))]);
+        self.stackhook.ca_pem = ca;
+        assert_eq!(self.stackhook.https, https, "restarted on another address");
     }
 
     fn step(&self, what: &str) {
@@ -1070,6 +1128,11 @@ fn envsubst(text: &str, env: &BTreeMap<&str, &str>) -> String {
     }
     out.push_str(rest);
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_at_any_moment_under_capi_v1_13() {
+    killed::killed_at_any_moment(capi::V1_13).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -235,6 +235,67 @@ pub fn requests_since_by(
     out
 }
 
+/// The writes logged after `mark` by `agent`, in order, each as `service METHOD path`
+/// with the path's IDs as `{id}` and tags as `{tag}`
+/// (`neutron PUT /v2.0/routers/{id}/add_router_interface`),
+/// and the mark after the last whole line read.
+pub fn write_points_since(mark: &AccessMark, agent: &str) -> (Vec<String>, AccessMark) {
+    use std::io::{Read, Seek, SeekFrom};
+    let id_like = |seg: &str| {
+        (seg.len() == 36 && seg.matches('-').count() == 4)
+            || (seg.len() == 32 && seg.chars().all(|c| c.is_ascii_hexdigit()))
+    };
+    let mut out = Vec::new();
+    let mut next = mark.0.clone();
+    for path in access_logs() {
+        let service = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix("-access.log"))
+            .unwrap_or_default()
+            .to_string();
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let from = mark.0.get(&path).copied().unwrap_or(0);
+        if f.seek(SeekFrom::Start(from)).is_err() {
+            continue;
+        }
+        let mut text = String::new();
+        let _ = f.read_to_string(&mut text);
+        // Whole lines only: one being written is read on the next call.
+        let whole = text.rfind('\n').map_or(0, |i| i + 1);
+        next.insert(path.clone(), from + whole as u64);
+        if service.starts_with("placement") || service.starts_with("keystone") {
+            continue;
+        }
+        for line in text[..whole].lines() {
+            let mut parts = line.split('"');
+            let request = parts.nth(1).unwrap_or_default();
+            if parts.nth(1).unwrap_or_default() != agent {
+                continue;
+            }
+            let mut words = request.split(' ');
+            let (Some(method), Some(target)) = (words.next(), words.next()) else {
+                continue;
+            };
+            if !matches!(method, "POST" | "PUT" | "PATCH" | "DELETE") {
+                continue;
+            }
+            let mut path: Vec<&str> = Vec::new();
+            for seg in target.split('?').next().unwrap_or_default().split('/') {
+                path.push(match path.last() {
+                    Some(&"tags") => "{tag}",
+                    _ if id_like(seg) => "{id}",
+                    _ => seg,
+                });
+            }
+            out.push(format!("{service} {method} {}", path.join("/")));
+        }
+    }
+    (out, AccessMark(next))
+}
+
 /// The writes among `requests` (POST, PUT, PATCH, DELETE), Keystone's token
 /// requests not counted.
 pub fn writes(requests: &std::collections::BTreeMap<String, u64>) -> u64 {

@@ -45,6 +45,26 @@ impl Server {
             args.push(dir.path().join("ss").display().to_string());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(dir, args, env)
+    }
+
+    /// `stackhook serve` with exactly `extra` for its hook listener and certificate
+    /// (`--listen`, `--tls-cert-file`, ...): a restart on the address and with the
+    /// certificate of an earlier process. `ca_pem` is left unset.
+    pub fn start_exact(extra: &[&str], env: &[(&str, Option<&str>)]) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--admin-listen".into(),
+            "127.0.0.1:0".into(),
+            "--log-format".into(),
+            "json".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(dir, args, env)
+    }
+
+    fn spawn(dir: tempfile::TempDir, args: Vec<String>, env: &[(&str, Option<&str>)]) -> Server {
         // The child is owned by `Server`, whose Drop kills and waits on it.
         #[allow(clippy::zombie_processes)]
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_stackhook"));
