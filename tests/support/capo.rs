@@ -441,6 +441,57 @@ pub async fn clear_leftovers(os: &stackhook_openstack::Clients, shape: &Shape) {
             let _ = os.network.delete::<net::Port>(&p.id).await;
         }
     }
+    // Volumes of the machines that no server holds (a crashed run's).
+    for m in shape.machines {
+        for name in [format!("{m}-root"), format!("{m}-data")] {
+            for v in os
+                .block_storage
+                .volumes(&VolumeFilter::named(&name))
+                .await
+                .unwrap_or_default()
+            {
+                if v.attachments.is_empty() {
+                    let _ = os.block_storage.delete_volume(&v.id).await;
+                }
+            }
+        }
+    }
+    // A bastion a crashed run left, its port, and floating IPs described as this
+    // cluster's that nothing holds (CAPO's text ends with `<namespace>-<cluster>`).
+    let bastion = format!("{}-bastion", shape.cluster);
+    for s in os
+        .compute
+        .servers_named(&format!("^{bastion}$"))
+        .await
+        .unwrap_or_default()
+    {
+        let _ = os.compute.delete_server(&s.id).await;
+    }
+    poll(Duration::from_secs(60), async || {
+        os.compute
+            .servers_named(&format!("^{bastion}$"))
+            .await
+            .is_ok_and(|s| s.is_empty())
+    })
+    .await;
+    let ports: Vec<net::Port> = os
+        .network
+        .list(&[("name", format!("{bastion}-0"))])
+        .await
+        .unwrap_or_default();
+    for p in ports {
+        let _ = os.network.delete::<net::Port>(&p.id).await;
+    }
+    let fips: Vec<net::FloatingIp> = os.network.list(&[]).await.unwrap_or_default();
+    let ours = format!("-{}", shape.cluster);
+    for f in fips {
+        let described = f.description.ends_with(&ours)
+            || f.description.ends_with(&format!("{ours} kubeapi"))
+            || f.description.ends_with(&format!("{ours} bastion"));
+        if described && f.port_id.is_none() {
+            let _ = os.network.delete::<net::FloatingIp>(&f.id).await;
+        }
+    }
     let group = format!("{}-control-plane", shape.cluster);
     for g in os.compute.server_groups().await.unwrap_or_default() {
         if g.name == group {
@@ -505,4 +556,282 @@ pub async fn create_server_group(os: &stackhook_openstack::Clients, name: &str) 
         .await
         .expect("server group")
         .id
+}
+
+/// What the cloud holds for a cluster of `shape`, field by field, with every ID
+/// replaced by the name of what it names and the cluster's namespace and name by
+/// `<ns>` and `<cluster>`: two clusters of one shape, made by CAPO and by stackhook,
+/// compare equal where they are made alike. `owner_tags` are left out of every tag list
+/// and server metadata key `owner_key` too (stackhook's marks of what it made).
+pub async fn fingerprint(
+    os: &stackhook_openstack::Clients,
+    ns: &str,
+    shape: &Shape,
+    owner_key: &str,
+) -> Value {
+    let names = shape.names(ns);
+    let owner_tag = format!("k8s-clusterapi-cluster-{ns}-{}", shape.cluster);
+    let n = &os.network;
+    let net_name = names.network_name();
+    let mut id_names: BTreeMap<String, String> = BTreeMap::new();
+    let tags = |t: &[String]| -> Vec<String> {
+        let mut t: Vec<String> = t.iter().filter(|x| **x != owner_tag).cloned().collect();
+        t.sort();
+        t
+    };
+    let networks: Vec<net::Network> = n.list(&[]).await.expect("networks");
+    for x in &networks {
+        id_names.insert(x.id.clone(), format!("network {}", x.name));
+    }
+    let subnets: Vec<net::Subnet> = n.list(&[]).await.expect("subnets");
+    for x in &subnets {
+        id_names.insert(x.id.clone(), format!("subnet {}", x.name));
+    }
+    let roles = [
+        SecurityGroupRole::ControlPlane,
+        SecurityGroupRole::Worker,
+        SecurityGroupRole::Bastion,
+    ];
+    let mut groups = Vec::new();
+    for role in roles {
+        let g: Vec<net::SecurityGroup> = n
+            .list(&[("name", names.security_group_name(role))])
+            .await
+            .expect("security groups");
+        for g in &g {
+            id_names.insert(g.id.clone(), format!("group {}", g.name));
+        }
+        groups.extend(g);
+    }
+    let name_of = |id: &str| {
+        id_names
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| "<other>".into())
+    };
+    let mut out = serde_json::Map::new();
+    let ours: Vec<Value> = networks
+        .iter()
+        .filter(|x| x.name == net_name)
+        .map(|x| json!({"name": x.name, "tags": tags(&x.tags), "subnets": x.subnets.len()}))
+        .collect();
+    out.insert("networks".into(), json!(ours));
+    let ours: Vec<Value> = subnets
+        .iter()
+        .filter(|x| x.name == net_name)
+        .map(|x| {
+            json!({"name": x.name, "network": name_of(&x.network_id), "cidr": x.cidr,
+                "ip_version": x.ip_version, "dns": x.dns_nameservers,
+                "pools": x.allocation_pools.iter().map(|p| format!("{}-{}", p.start, p.end)).collect::<Vec<_>>(),
+                "tags": tags(&x.tags)})
+        })
+        .collect();
+    out.insert("subnets".into(), json!(ours));
+    let routers: Vec<net::Router> = n
+        .list(&[("name", net_name.clone())])
+        .await
+        .expect("routers");
+    let mut ours = Vec::new();
+    for r in &routers {
+        let ports: Vec<net::Port> = n
+            .list(&[("device_id", r.id.clone())])
+            .await
+            .expect("router ports");
+        let mut interfaces: Vec<String> = ports
+            .iter()
+            .filter(|p| p.device_owner.contains("router_interface"))
+            .flat_map(|p| p.fixed_ips.iter().map(|f| name_of(&f.subnet_id)))
+            .collect();
+        interfaces.sort();
+        let gateway = r
+            .external_gateway_info
+            .as_ref()
+            .map(|g| json!({"network": name_of(&g.network_id), "ips": g.external_fixed_ips.len()}));
+        ours.push(
+            json!({"name": r.name, "tags": tags(&r.tags), "gateway": gateway,
+            "interfaces": interfaces}),
+        );
+    }
+    out.insert("routers".into(), json!(ours));
+    let mut ours = Vec::new();
+    for g in &groups {
+        let mut rules: Vec<String> = g
+            .security_group_rules
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {:?}-{:?} from {} {}",
+                    r.direction,
+                    r.ethertype,
+                    r.protocol.clone().unwrap_or_else(|| "any".into()),
+                    r.port_range_min,
+                    r.port_range_max,
+                    r.remote_group_id.as_deref().map_or("-".into(), name_of),
+                    r.remote_ip_prefix.clone().unwrap_or_else(|| "-".into()),
+                )
+            })
+            .collect();
+        rules.sort();
+        ours.push(json!({"name": g.name, "tags": tags(&g.tags), "rules": rules}));
+    }
+    out.insert("security groups".into(), json!(ours));
+    // Servers and their ports, volumes and floating IPs.
+    let flavors: BTreeMap<String, String> = os
+        .compute
+        .flavors()
+        .await
+        .expect("flavors")
+        .into_iter()
+        .map(|f| (f.id, f.name))
+        .collect();
+    let fips: Vec<net::FloatingIp> = n.list(&[]).await.expect("floating IPs");
+    let mut servers = Vec::new();
+    let mut machines: Vec<String> = shape.machines.iter().map(|m| m.to_string()).collect();
+    if shape.bastion {
+        machines.push(names.bastion_name());
+    }
+    for m in &machines {
+        let found = os
+            .compute
+            .servers_named(&format!("^{m}$"))
+            .await
+            .expect("servers");
+        for s in found.iter().filter(|s| s.name == *m) {
+            let ports: Vec<net::Port> =
+                n.list(&[("device_id", s.id.clone())]).await.expect("ports");
+            let ports: Vec<Value> = ports
+                .iter()
+                .map(|p| {
+                    let mut sgs: Vec<String> = p.security_groups.iter().map(|g| name_of(g)).collect();
+                    sgs.sort();
+                    let fip: Vec<&str> = fips
+                        .iter()
+                        .filter(|f| f.port_id.as_deref() == Some(p.id.as_str()))
+                        .map(|f| f.description.as_str())
+                        .collect();
+                    json!({"name": p.name, "network": name_of(&p.network_id),
+                        "subnets": p.fixed_ips.iter().map(|f| name_of(&f.subnet_id)).collect::<Vec<_>>(),
+                        "security groups": sgs, "tags": tags(&p.tags), "description": p.description,
+                        "port security": p.port_security_enabled,
+                        "address pairs": p.allowed_address_pairs.len(), "floating IPs": fip})
+                })
+                .collect();
+            let mut volumes = Vec::new();
+            for v in &s.volumes_attached {
+                if let Ok(vol) = os.block_storage.volume(&v.id).await {
+                    volumes.push(
+                        json!({"name": vol.name, "size": vol.size, "bootable": vol.bootable,
+                        "type": vol.volume_type}),
+                    );
+                }
+            }
+            let metadata: BTreeMap<&String, &String> =
+                s.metadata.iter().filter(|(k, _)| *k != owner_key).collect();
+            let flavor = s
+                .flavor
+                .original_name
+                .clone()
+                .or_else(|| s.flavor.id.as_ref().and_then(|id| flavors.get(id).cloned()));
+            servers.push(json!({"name": s.name, "status": s.status, "flavor": flavor,
+                "image": s.image_id.is_some(), "key": s.key_name, "metadata": metadata,
+                "tags": tags(&s.tags), "ports": ports, "volumes": volumes}));
+        }
+    }
+    out.insert("servers".into(), json!(servers));
+    if shape.load_balancer {
+        let l = &os.load_balancer;
+        let balancers: Vec<lb::LoadBalancer> = l
+            .list(&[("name", names.load_balancer_name())])
+            .await
+            .expect("load balancers");
+        let mut ours = Vec::new();
+        for b in &balancers {
+            let listeners: Vec<lb::Listener> = l
+                .list(&[("loadbalancer_id", b.id.clone())])
+                .await
+                .expect("listeners");
+            let mut ls: Vec<Value> = listeners
+                .iter()
+                .map(|x| {
+                    let mut cidrs = x.allowed_cidrs.clone().unwrap_or_default();
+                    cidrs.sort();
+                    json!({"name": x.name, "port": x.protocol_port, "allowed": cidrs})
+                })
+                .collect();
+            ls.sort_by_key(|v| v.to_string());
+            let pools: Vec<lb::Pool> = l
+                .list(&[("loadbalancer_id", b.id.clone())])
+                .await
+                .expect("pools");
+            let mut ps = Vec::new();
+            for p in &pools {
+                let members = l.members(&p.id, &[]).await.expect("members");
+                let mut ms: Vec<String> = members
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{} :{} on {}",
+                            m.name,
+                            m.protocol_port,
+                            m.subnet_id.as_deref().map_or("-".into(), name_of)
+                        )
+                    })
+                    .collect();
+                ms.sort();
+                let monitor = match &p.healthmonitor_id {
+                    Some(id) => l.get::<lb::HealthMonitor>(id).await.ok().map(|h| {
+                        json!({"name": h.name, "delay": h.delay, "timeout": h.timeout,
+                            "retries": h.max_retries, "retries down": h.max_retries_down})
+                    }),
+                    None => None,
+                };
+                ps.push(json!({"name": p.name, "members": ms, "monitor": monitor}));
+            }
+            ps.sort_by_key(|v| v.to_string());
+            let vip_fips: Vec<&str> = fips
+                .iter()
+                .filter(|f| f.port_id.as_deref() == Some(b.vip_port_id.as_str()))
+                .map(|f| f.description.as_str())
+                .collect();
+            ours.push(
+                json!({"name": b.name, "vip network": name_of(&b.vip_network_id),
+                "vip subnet": name_of(&b.vip_subnet_id), "provider": b.provider,
+                "tags": tags(&b.tags), "listeners": ls, "pools": ps, "floating IPs": vip_fips}),
+            );
+        }
+        out.insert("load balancers".into(), json!(ours));
+    }
+    // Names and descriptions carry the namespace and the cluster's name.
+    let text = serde_json::to_string(&Value::Object(out)).expect("json");
+    let text = text
+        .replace(ns, "<ns>")
+        .replace(&format!("{}-", shape.cluster), "<cluster>-")
+        .replace(&format!("-{}\"", shape.cluster), "-<cluster>\"")
+        .replace(&format!("-{} ", shape.cluster), "-<cluster> ")
+        .replace(&format!(" {}\"", shape.cluster), " <cluster>\"");
+    serde_json::from_str(&text).expect("json")
+}
+
+/// Where two fingerprints differ: JSON pointer, then both values.
+pub fn differences(a: &Value, b: &Value, at: &str, out: &mut Vec<(String, Value, Value)>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                differences(
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    &format!("{at}/{k}"),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                differences(p, q, &format!("{at}/{i}"), out);
+            }
+        }
+        _ if a != b => out.push((at.to_string(), a.clone(), b.clone())),
+        _ => {}
+    }
 }

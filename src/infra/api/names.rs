@@ -133,11 +133,19 @@ impl ClusterNames {
         format!("{}-bastion", self.name)
     }
 
-    /// Description CAPO gives subnets, routers, load balancers, FIPs and ports.
+    /// Description CAPO gives subnets, routers, load balancers and FIPs.
     pub fn description(&self) -> String {
         format!(
             "Created by cluster-api-provider-openstack cluster {}",
             self.cluster_resource_name()
+        )
+    }
+
+    /// Description CAPO gives a server's ports: the Cluster's name alone.
+    pub fn port_description(&self) -> String {
+        format!(
+            "Created by cluster-api-provider-openstack cluster {}",
+            self.name
         )
     }
 }

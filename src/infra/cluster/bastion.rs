@@ -412,7 +412,7 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
                 let create = port_create(
                     name,
                     network_id,
-                    self.names.description(),
+                    self.names.port_description(),
                     bastion_group,
                     &spec_groups,
                 );

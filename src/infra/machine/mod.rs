@@ -655,7 +655,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                     .description
                     .clone()
                     .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| self.names.description()),
+                    .unwrap_or_else(|| self.names.port_description()),
                 network_id,
                 tags,
                 trunk: p.trunk.or(self.spec.trunk),
