@@ -328,7 +328,6 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
             .ok_or_else(|| user("FlavorNotFound", format!("no flavor is named {name:?}")))
     }
 
-    /// The recorded port, else the one named like it on the network, else a new one.
     /// One of the spec's security groups, by ID or by every field of its filter.
     async fn bastion_security_group(
         &self,
@@ -340,25 +339,10 @@ impl<C: CloudClients, S: StatusSink> Pass<'_, C, S> {
         let Some(f) = &g.filter else {
             return Ok(String::new());
         };
-        let q = super::named_query(&f.name, &f.description, &f.project_id, &f.tags);
-        let found: Vec<net::SecurityGroup> = self
-            .clients
-            .network()
-            .list(&q)
-            .await
-            .map_err(|e| os("SecurityGroupNotFound", e))?;
-        match found.as_slice() {
-            [one] => Ok(one.id.clone()),
-            other => Err(user(
-                "SecurityGroupNotFound",
-                format!(
-                    "spec.bastion.spec.securityGroups: {} security groups match {f:?}; it must match one",
-                    other.len()
-                ),
-            )),
-        }
+        super::security_group_by_filter(self.clients, f, "spec.bastion.spec.securityGroups: ").await
     }
 
+    /// The recorded port, else the one named like it on the network, else a new one.
     async fn ensure_bastion_port(
         &mut self,
         network_id: &str,

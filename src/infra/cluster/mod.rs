@@ -22,8 +22,8 @@ mod fake;
 #[cfg(test)]
 mod faults;
 mod network;
-pub(crate) use network::named_query;
 pub(crate) use network::refused;
+pub(crate) use network::{named_query, security_group_by_filter};
 pub(crate) use network::{subnet_by_id, subnet_query};
 pub mod rules;
 mod security_groups;

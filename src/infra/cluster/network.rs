@@ -80,6 +80,32 @@ pub(crate) fn named_query(
     q
 }
 
+/// The one security group `f` matches, with every field of CAPO's filter (a name
+/// shared across projects is told apart by projectID, description or tags);
+/// `field`, when not empty, starts the message of a refusal.
+pub(crate) async fn security_group_by_filter<C: CloudClients>(
+    clients: &C,
+    f: &crate::infra::api::types::SecurityGroupFilter,
+    field: &str,
+) -> Result<String, InfraError> {
+    let q = named_query(&f.name, &f.description, &f.project_id, &f.tags);
+    let found: Vec<net::SecurityGroup> = clients
+        .network()
+        .list(&q)
+        .await
+        .map_err(|e| os("SecurityGroupNotFound", e))?;
+    match found.as_slice() {
+        [one] => Ok(one.id.clone()),
+        other => Err(user(
+            "SecurityGroupNotFound",
+            format!(
+                "{field}{} security groups match {f:?}; it must match one",
+                other.len()
+            ),
+        )),
+    }
+}
+
 pub(crate) fn tag_query(q: &mut Vec<(&'static str, String)>, t: &FilterByNeutronTags) {
     if !t.tags.is_empty() {
         q.push(("tags", t.tags.join(",")));

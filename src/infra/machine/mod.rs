@@ -751,25 +751,7 @@ impl<'a, C: CloudClients, S: StatusSink<OpenStackMachineStatus>> MachinePass<'a,
                 "a security group needs an id or a filter",
             ));
         };
-        // Every field of CAPO's filter: a name shared across projects is told
-        // apart by projectID, description or tags.
-        let q = named_query(&f.name, &f.description, &f.project_id, &f.tags);
-        let found: Vec<net::SecurityGroup> = self
-            .clients
-            .network()
-            .list(&q)
-            .await
-            .map_err(|e| os("SecurityGroupNotFound", e))?;
-        match found.as_slice() {
-            [one] => Ok(one.id.clone()),
-            other => Err(user(
-                "SecurityGroupNotFound",
-                format!(
-                    "{} security groups match {f:?}; it must match one",
-                    other.len()
-                ),
-            )),
-        }
+        crate::infra::cluster::security_group_by_filter(self.clients, f, "").await
     }
 
     fn recorded_ports(&self) -> Vec<String> {
